@@ -1,0 +1,24 @@
+"""Container runtime layer: the local backend (supervised batch jobs), srun, Docker-API runner.
+
+- `LocalBackend` (containers.backend): the Backend protocol on one machine.
+- `containers.supervisor`: the detached per-job supervisor (Caldera's slurmstepd).
+- `containers.srun`: `srun` inside local jobs (`python -m containers.srun`, or `srun` in the
+  job's PATH, a shim written by the backend into `<spool>/bin`). It needs only the standard
+  library, so any Python 3.11 on the node runs it.
+- `containers.docker_runner`: the batch script in a container through the Docker API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["STEP_DIR_VAR", "LocalBackend"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: `python -m containers.srun` must not import psutil or docker.
+    if name in __all__:
+        from containers import backend
+
+        return getattr(backend, name)
+    raise AttributeError(name)

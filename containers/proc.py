@@ -1,0 +1,122 @@
+"""Process plumbing for the supervisor and srun: privileges, signals, process trees."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import pwd
+import signal
+from collections.abc import Iterator, Sequence
+
+import psutil
+
+__all__ = [
+    "as_user",
+    "child_reset",
+    "descendants",
+    "drop_privileges",
+    "login_environment",
+    "set_child_subreaper",
+    "signal_processes",
+    "tree_rss_kb",
+]
+
+_PR_SET_CHILD_SUBREAPER = 36
+# Signals Python changes at start-up; a job must see the defaults.
+_PYTHON_IGNORED = (signal.SIGPIPE, signal.SIGXFSZ)
+
+
+def set_child_subreaper() -> bool:
+    """Make orphaned descendants re-parent to this process (Linux), so none escapes."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def drop_privileges(uid: int, gid: int, groups: Sequence[int]) -> None:
+    """Become uid:gid with these supplementary groups (a no-op when already them)."""
+    if os.geteuid() == 0 and uid != 0:
+        os.setgroups(list(groups))
+        os.setgid(gid)
+        os.setuid(uid)
+    elif os.geteuid() == 0:
+        os.setgroups(list(groups))
+        os.setgid(gid)
+    elif os.geteuid() != uid:
+        raise PermissionError(f"cannot become uid {uid} as uid {os.geteuid()}")
+
+
+@contextlib.contextmanager
+def as_user(uid: int, gid: int, groups: Sequence[int]) -> Iterator[None]:
+    """Temporarily take the user's effective ids (files opened here are checked as theirs)."""
+    if os.geteuid() != 0 or uid == 0:
+        yield
+        return
+    saved_groups = os.getgroups()
+    os.setgroups(list(groups))
+    os.setegid(gid)
+    os.seteuid(uid)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+        os.setgroups(saved_groups)
+
+
+def child_reset() -> None:
+    """In a forked child before exec: default signal dispositions, nothing blocked."""
+    for sig in range(1, signal.NSIG):
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
+            signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    for sig in _PYTHON_IGNORED:
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def descendants(pid: int | None = None) -> list[psutil.Process]:
+    """Every live descendant of `pid` (default: this process)."""
+    try:
+        return psutil.Process(pid or os.getpid()).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def tree_rss_kb(pid: int | None = None) -> int:
+    """Resident memory of the descendants of `pid`, in KiB (as jobacct_gather sums it)."""
+    total = 0
+    for proc in descendants(pid):
+        with contextlib.suppress(psutil.Error):
+            total += proc.memory_info().rss
+    return total // 1024
+
+
+def signal_processes(procs: Sequence[psutil.Process], sig: int) -> None:
+    """Send `sig` to each process, ignoring those already gone."""
+    for proc in procs:
+        with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+            proc.send_signal(sig)
+
+
+def login_environment(user: str) -> dict[str, str]:
+    """What `su - user` gives without reading profiles: HOME, USER, LOGNAME, SHELL, PATH, MAIL."""
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        return {}
+    path = "/usr/local/bin:/usr/bin:/bin"
+    if entry.pw_uid == 0:
+        path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    return {
+        "HOME": entry.pw_dir,
+        "USER": user,
+        "LOGNAME": user,
+        "SHELL": entry.pw_shell or "/bin/sh",
+        "PATH": path,
+        "MAIL": f"/var/mail/{user}",
+    }

@@ -1,0 +1,183 @@
+"""How a supervisor runs a batch script: as a process (like slurmstepd) or in a container."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from typing import Protocol
+
+from containers.proc import (
+    as_user,
+    child_reset,
+    descendants,
+    drop_privileges,
+    signal_processes,
+    tree_rss_kb,
+)
+from containers.spool import JobPlan
+from gateway.model.job import wait_status
+
+__all__ = ["BatchRunner", "OpenedIO", "ProcessRunner", "StartError", "open_job_io"]
+
+
+class StartError(Exception):
+    """The batch script could not be started (files, privileges, image...)."""
+
+
+class OpenedIO:
+    """The job's stdin/stdout/stderr, opened with the user's permissions."""
+
+    def __init__(self, stdin: int, stdout: int, stderr: int) -> None:
+        self.stdin = stdin
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def close(self) -> None:
+        for fd in {self.stdin, self.stdout, self.stderr}:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def open_job_io(plan: JobPlan) -> OpenedIO:
+    """Open the files as slurmstepd does: as the user, create or append/truncate, 0666 & ~umask."""
+    mode = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
+    mode |= os.O_APPEND if plan.open_append else os.O_TRUNC
+    old_umask = os.umask(plan.umask)
+    opened: list[int] = []
+    try:
+        with as_user(plan.uid, plan.gid, plan.groups):
+            stdin = os.open(plan.stdin, os.O_RDONLY | os.O_CLOEXEC)
+            opened.append(stdin)
+            stdout = os.open(plan.stdout, mode, 0o666)
+            opened.append(stdout)
+            stderr = stdout
+            if plan.stderr is not None and plan.stderr != plan.stdout:
+                stderr = os.open(plan.stderr, mode, 0o666)
+    except OSError as exc:
+        for fd in opened:
+            os.close(fd)
+        raise StartError(f"Could not open {exc.filename}: {exc.strerror}") from exc
+    finally:
+        os.umask(old_umask)
+    return OpenedIO(stdin, stdout, stderr)
+
+
+class BatchRunner(Protocol):
+    """One running batch script."""
+
+    def start(self) -> None: ...
+
+    def poll(self) -> int | None:
+        """The wait status once the batch script has ended, else None."""
+        ...
+
+    def signal_batch(self, sig: int) -> None: ...
+
+    def signal_all(self, sig: int) -> None: ...
+
+    def rss_kb(self) -> int: ...
+
+    def out_of_memory(self) -> bool:
+        """Whether the runtime itself killed the job for memory (container cgroup)."""
+        ...
+
+    def cleanup(self) -> None:
+        """Kill whatever the batch script left behind and release resources."""
+        ...
+
+
+class ProcessRunner:
+    """The script as a process in its own session, as the job's user (slurmstepd's way)."""
+
+    def __init__(self, plan: JobPlan, io: OpenedIO) -> None:
+        self.plan = plan
+        self.io = io
+        self.pid = 0
+        self._status: int | None = None
+
+    def start(self) -> None:
+        plan = self.plan
+        env = dict(plan.env)
+        argv = [plan.script, *plan.args]
+        pid = os.fork()
+        if pid == 0:  # child: never returns
+            try:
+                os.setsid()
+                child_reset()
+                os.dup2(self.io.stdin, 0)
+                os.dup2(self.io.stdout, 1)
+                os.dup2(self.io.stderr, 2)
+                os.umask(plan.umask)
+                drop_privileges(plan.uid, plan.gid, plan.groups)
+                try:
+                    os.chdir(plan.workdir)
+                except OSError as exc:
+                    os.write(2, (f"slurmstepd: error: couldn't chdir to `{plan.workdir}': "
+                                 f"{exc.strerror}: going to /tmp instead\n").encode())
+                    os.chdir("/tmp")
+                env["SLURM_TASK_PID"] = str(os.getpid())
+                os.execve(plan.script, argv, env)  # noqa: S606 - the job's own script
+            except BaseException as exc:  # noqa: BLE001 - report anything, then leave
+                with contextlib.suppress(BaseException):
+                    os.write(2, f"slurmstepd: error: execve(): {plan.script}: {exc}\n".encode())
+                os._exit(127)
+        self.pid = pid
+
+    def poll(self) -> int | None:
+        # The supervisor is a subreaper: reap orphans too, keep the batch shell's status.
+        while self._status is None:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid == self.pid:
+                self._status = _to_slurm_status(status)
+        return self._status
+
+    def signal_batch(self, sig: int) -> None:
+        if self.pid and self._status is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def signal_all(self, sig: int) -> None:
+        if self.pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, sig)
+        signal_processes(descendants(), sig)
+
+    def rss_kb(self) -> int:
+        return tree_rss_kb()
+
+    def out_of_memory(self) -> bool:
+        return False
+
+    def cleanup(self) -> None:
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            left = descendants()
+            if not left:
+                break
+            signal_processes(left, signal.SIGKILL)
+            self._reap_all()
+            time.sleep(0.02)
+        self._reap_all()
+        self.io.close()
+
+    def _reap_all(self) -> None:
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+
+
+def _to_slurm_status(status: int) -> int:
+    if os.WIFSIGNALED(status):
+        return wait_status(signal=os.WTERMSIG(status))
+    return wait_status(exit_code=os.WEXITSTATUS(status))

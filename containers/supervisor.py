@@ -1,0 +1,309 @@
+"""The per-job supervisor (Caldera's slurmstepd): runs one batch job and records how it went.
+
+Started detached (`python -m containers.supervisor --detach JOBDIR`: a new session and a
+double fork), so it outlives the gateway, even a SIGKILL of it. It:
+
+- records its pid and start time (`supervisor.json`), becomes a child subreaper so that no
+  descendant of the job escapes it, opens the job's files as the user and starts the script
+  (as a process, or in a container);
+- enforces the time limit (SIGCONT+SIGTERM to every process of the job, SIGKILL after
+  KillWait; TIMEOUT), delivers `--signal` ahead of the limit (to the batch shell with `B:`,
+  else to the srun steps), enforces the memory limit like OverMemoryKill (sums the RSS of the
+  job's processes; SIGKILL; OUT_OF_MEMORY with Slurm's SIG_OOM status), and serves requests
+  in `ctl/` (cancel, signal); SIGTERM to the supervisor itself cancels the job;
+- writes the `batch` step and `result.json` (atomically), then exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from containers.proc import descendants, set_child_subreaper
+from containers.runner import BatchRunner, OpenedIO, ProcessRunner, StartError, open_job_io
+from containers.spool import (
+    JobPlan,
+    JobResult,
+    read_json,
+    read_step,
+    step_to_json,
+    write_json,
+)
+from gateway.model.job import Step, exit_code_pair, wait_status
+from gateway.model.state import JobState, Reason
+
+__all__ = ["SIG_OOM", "Supervisor", "main"]
+
+SIG_OOM = 253  # Slurm's dummy status for out of memory (sacct: 0:125)
+_MEMORY_POLL_S = 0.2
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+class Supervisor:
+    """Runs the job of one spool directory to its end."""
+
+    def __init__(self, jobdir: Path) -> None:
+        self.dir = jobdir
+        data = read_json(jobdir / "plan.json")
+        if not isinstance(data, dict):
+            raise SystemExit(f"supervisor: no plan in {jobdir}")
+        self.plan = JobPlan.from_json(data)
+        self.cancel_requested = False
+        self.cancelled = False
+        self.timed_out = False
+        self.oom = False
+        self.kill_at: float | None = None
+        self.max_rss_kb = 0
+        self.io: OpenedIO | None = None
+
+    # --- messages into the job's stderr, as slurmstepd writes them ---------------------------
+
+    def _say(self, text: str) -> None:
+        if self.io is not None:
+            with contextlib.suppress(OSError):
+                os.write(self.io.stderr, f"slurmstepd: error: {text}\n".encode())
+
+    # --- control -----------------------------------------------------------------------------
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.cancel_requested = True
+
+    def _read_requests(self) -> list[dict[str, Any]]:
+        ctl = self.dir / "ctl"
+        requests: list[dict[str, Any]] = []
+        with contextlib.suppress(FileNotFoundError):
+            for path in sorted(ctl.iterdir()):
+                if path.name.startswith("."):
+                    continue
+                data = read_json(path)
+                path.unlink(missing_ok=True)
+                if isinstance(data, dict):
+                    requests.append(data)
+        return requests
+
+    def _step_pids(self) -> list[psutil.Process]:
+        """Task processes of running srun steps that really are the job's processes."""
+        mine = {p.pid: p for p in descendants()}
+        out: list[psutil.Process] = []
+        with contextlib.suppress(FileNotFoundError):
+            for path in (self.dir / "steps").glob("*.json"):
+                if path.stem == "batch":
+                    continue
+                data = read_json(path)
+                if not isinstance(data, dict) or data.get("state") != "RUNNING":
+                    continue
+                for pid in data.get("task_pids", ()):
+                    if isinstance(pid, int) and pid in mine:
+                        out.append(mine[pid])
+        return out
+
+    def _signal_steps(self, sig: int) -> None:
+        for proc in self._step_pids():
+            with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+                proc.send_signal(sig)
+
+    def _terminate(self, runner: BatchRunner, now: float) -> None:
+        if self.kill_at is not None:
+            return
+        runner.signal_all(signal.SIGCONT)
+        runner.signal_all(signal.SIGTERM)
+        self.kill_at = now + self.plan.kill_wait_s
+
+    def _serve(self, runner: BatchRunner, now: float) -> None:
+        for req in self._read_requests():
+            action = req.get("action")
+            if action == "cancel":
+                self.cancel_requested = True
+            elif action == "signal":
+                sig = int(req.get("signal", 0))
+                if sig <= 0:
+                    continue
+                if req.get("batch_only"):
+                    runner.signal_batch(sig)
+                else:
+                    self._signal_steps(sig)
+        if self.cancel_requested and not self.cancelled and not self.timed_out:
+            self.cancelled = True
+            self._say(f"*** JOB {self.plan.job_id} ON {self.plan.node} CANCELLED AT "
+                      f"{_stamp(now)} ***")
+            self._terminate(runner, now)
+
+    # --- the run -----------------------------------------------------------------------------
+
+    def _runner(self, io: OpenedIO) -> BatchRunner:
+        if self.plan.container is not None:
+            from containers.docker_runner import ContainerRunner
+
+            return ContainerRunner(self.plan, io)
+        return ProcessRunner(self.plan, io)
+
+    def run(self) -> int:
+        plan = self.plan
+        start = time.time()
+        me = psutil.Process()
+        write_json(self.dir / "supervisor.json",
+                   {"pid": me.pid, "create_time": me.create_time(), "start_time": start})
+        set_child_subreaper()
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        signal.signal(signal.SIGINT, self._on_sigterm)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        self._write_batch_step(JobState.RUNNING, start, None, 0)
+        try:
+            self.io = open_job_io(plan)
+            runner = self._runner(self.io)
+            runner.start()
+        except StartError as exc:
+            sys.stderr.write(f"supervisor: job {plan.job_id}: {exc}\n")
+            self._say(str(exc))
+            if self.io is not None:
+                self.io.close()
+            end = time.time()
+            self._write_batch_step(JobState.FAILED, start, end, wait_status(1))
+            self._finish(JobResult(JobState.FAILED, wait_status(1), 0,
+                                   Reason.JOB_LAUNCH_FAILURE, start, end, message=str(exc)))
+            return 0
+        status = self._loop(runner, start)
+        runner.cleanup()
+        self._conclude(status, start, runner)
+        return 0
+
+    def _loop(self, runner: BatchRunner, start: float) -> int:
+        plan = self.plan
+        deadline = start + plan.time_limit_s if plan.time_limit_s is not None else None
+        signal_at: float | None = None
+        if plan.signal is not None and deadline is not None:
+            signal_at = deadline - plan.signal[1]
+        next_memory = start
+        while True:
+            status = runner.poll()
+            if status is not None:
+                return status
+            now = time.time()
+            self._serve(runner, now)
+            if signal_at is not None and now >= signal_at and plan.signal is not None:
+                sig, _, batch_only = plan.signal
+                if batch_only:
+                    runner.signal_batch(sig)
+                else:
+                    self._signal_steps(sig)
+                signal_at = None
+            if deadline is not None and now >= deadline and not (self.timed_out or
+                                                                  self.cancelled):
+                self.timed_out = True
+                self._say(f"*** JOB {plan.job_id} ON {plan.node} CANCELLED AT {_stamp(now)} "
+                          "DUE TO TIME LIMIT ***")
+                self._terminate(runner, now)
+            if now >= next_memory:
+                next_memory = now + _MEMORY_POLL_S
+                rss = runner.rss_kb()
+                self.max_rss_kb = max(self.max_rss_kb, rss)
+                limit_kb = plan.memory_limit_mb * 1024
+                if limit_kb and rss > limit_kb and not self.oom:
+                    self.oom = True
+                    self._say(f"Job {plan.job_id} exceeded memory limit ({rss} > {limit_kb}), "
+                              "being killed")
+                    runner.signal_all(signal.SIGKILL)
+            if self.kill_at is not None and now >= self.kill_at:
+                runner.signal_all(signal.SIGKILL)
+                self.kill_at = now + 1.0
+            time.sleep(plan.poll_interval_s)
+
+    def _conclude(self, status: int, start: float, runner: BatchRunner) -> None:
+        end = time.time()
+        oom = self.oom or runner.out_of_memory()
+        if oom and not (self.cancelled or self.timed_out):
+            self._say("Exceeded job memory limit")
+        steps = self._close_steps(end)
+        derived = max((s.exit_code for s in steps if s.step_id != "batch"), default=0)
+        _, sig = exit_code_pair(status)
+        batch_state = JobState.CANCELLED if sig else (
+            JobState.FAILED if status else JobState.COMPLETED)
+        if oom:
+            batch_state = JobState.OUT_OF_MEMORY
+        self._write_batch_step(batch_state, start, end, SIG_OOM if oom else status)
+        if self.cancelled:
+            result = JobResult(JobState.CANCELLED, 0, derived, Reason.NONE, start, end)
+        elif self.timed_out:
+            result = JobResult(JobState.TIMEOUT, 0, derived, Reason.TIME_LIMIT, start, end)
+        elif oom:
+            result = JobResult(JobState.OUT_OF_MEMORY, SIG_OOM, derived, Reason.NONE, start,
+                               end, message="Exceeded job memory limit")
+        elif sig:
+            result = JobResult(JobState.FAILED, status, derived, Reason.JOB_LAUNCH_FAILURE,
+                               start, end)
+        elif status:
+            result = JobResult(JobState.FAILED, status, derived, Reason.NON_ZERO_EXIT_CODE,
+                               start, end)
+        else:
+            result = JobResult(JobState.COMPLETED, 0, derived, Reason.NONE, start, end)
+        self._finish(result)
+
+    def _close_steps(self, end: float) -> list[Step]:
+        """srun steps still RUNNING when the job ended were killed with it."""
+        steps: list[Step] = []
+        with contextlib.suppress(FileNotFoundError):
+            for path in sorted((self.dir / "steps").glob("*.json")):
+                step = read_step(path, self.plan.job_id)
+                if step is None:
+                    continue
+                if step.state is JobState.RUNNING and step.step_id != "batch":
+                    step = Step(job_id=step.job_id, step_id=step.step_id, name=step.name,
+                                state=JobState.CANCELLED, start_time=step.start_time,
+                                end_time=end, exit_code=wait_status(signal=signal.SIGKILL),
+                                nodes=step.nodes, ntasks=step.ntasks, cpus=step.cpus)
+                    write_json(path, step_to_json(step))
+                steps.append(step)
+        return steps
+
+    def _write_batch_step(self, state: JobState, start: float, end: float | None,
+                          status: int) -> None:
+        plan = self.plan
+        step = Step(job_id=plan.job_id, step_id="batch", name="batch", state=state,
+                    start_time=start, end_time=end, exit_code=status, nodes=(plan.node,),
+                    ntasks=1, cpus=plan.cpus, max_rss_kb=self.max_rss_kb)
+        steps = self.dir / "steps"
+        if steps.is_dir():
+            write_json(steps / "batch.json", step_to_json(step))
+
+    def _finish(self, result: JobResult) -> None:
+        data = result.to_json()
+        data["max_rss_kb"] = self.max_rss_kb
+        write_json(self.dir / "result.json", data)
+
+
+def _detach() -> None:
+    """Double fork: the caller's child returns at once; the grandchild goes on alone."""
+    if os.fork() > 0:
+        os._exit(0)
+    with contextlib.suppress(OSError):
+        os.setsid()
+    if os.fork() > 0:
+        os._exit(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    detach = "--detach" in args
+    args = [a for a in args if a != "--detach"]
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m containers.supervisor [--detach] JOBDIR\n")
+        return 2
+    if detach:
+        _detach()
+    os.chdir("/")
+    return Supervisor(Path(args[0])).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

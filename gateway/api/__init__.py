@@ -1,0 +1,1 @@
+"""The HTTP API of the gateway (FastAPI on a Unix socket)."""

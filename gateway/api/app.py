@@ -1,0 +1,437 @@
+"""The gateway's HTTP API (FastAPI): what the commands and other clients call.
+
+Every request is made by the Unix-socket peer (uid from SO_PEERCRED). Users see all jobs,
+as in Slurm, but act only on their own; operators act on all. Bodies are validated by
+pydantic, so malformed requests get a 422 with the field at fault; Slurm-level refusals
+come back as `{"error": {"code", "message"}}` with Slurm's wording.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import grp
+import logging
+import pwd
+import time
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from fastapi import FastAPI, HTTPException, Query, Request
+from pydantic import BaseModel, Field
+
+from gateway.api.peercred import PEER_KEY
+from gateway.compat.errors import CompatError
+from gateway.compat.optypes import EarlyExit, ParseContext
+from gateway.compat.sbatch import first_pass
+from gateway.control import ops
+from gateway.control.arraytasks import Target, parse_targets
+from gateway.control.gateway import Gateway
+from gateway.control.submit import Caller, SbatchCall
+from gateway.model.cluster import NodeState
+from gateway.model.codec import (
+    job_to_dict,
+    node_to_dict,
+    partition_to_dict,
+    step_to_dict,
+)
+from gateway.model.job import Job, Step
+from gateway.model.state import JobState
+from gateway.store.base import JobQuery
+
+__all__ = ["build_app"]
+
+log = logging.getLogger("caldera.api")
+
+API_VERSION = "v1"
+MAX_BODY = 16 * 1024 * 1024  # a 4 MiB script plus its environment, with room to spare
+
+
+class SbatchBody(BaseModel):
+    """An sbatch invocation."""
+
+    argv: list[str] = Field(min_length=1, max_length=10_000)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str = Field(min_length=1, max_length=4096)
+    script: str | None = Field(default=None, max_length=4 * 1024 * 1024)
+    script_path: str | None = Field(default=None, max_length=4096)
+    host: str = Field(default="localhost", max_length=255)
+    located: bool = True  # False: the client guessed the script instead of asking first
+    script_operand: str | None = Field(default=None, max_length=4096)
+
+
+class LocateBody(BaseModel):
+    """The argv of an sbatch invocation, for its first pass."""
+
+    argv: list[str] = Field(min_length=1, max_length=10_000)
+
+
+class SignalBody(BaseModel):
+    """scancel: ids and/or filters."""
+
+    ids: list[str] = Field(default_factory=list, max_length=100_000)
+    signal: int | None = Field(default=None, ge=1, le=64)
+    batch_only: bool = False
+    user: str | None = None
+    name: str | None = None
+    states: list[str] | None = None
+    partition: str | None = None
+
+
+class IdsBody(BaseModel):
+    """hold / release / requeue."""
+
+    ids: list[str] = Field(min_length=1, max_length=100_000)
+    user_hold: bool = True
+    hold_after: bool = False
+
+
+class UpdateBody(BaseModel):
+    """scontrol update JobId=... Key=Value..."""
+
+    id: str = Field(min_length=1, max_length=256)
+    fields: dict[str, str] = Field(min_length=1)
+
+
+class AccessDenied(HTTPException):
+    """The request came without peer credentials (not over the Unix socket)."""
+
+    def __init__(self) -> None:
+        super().__init__(401, {"code": 2002, "message": "Access/permission denied"})
+
+
+_NAMES_TTL_S = 60.0
+_names: dict[tuple[int, int], tuple[float, str, str]] = {}
+
+
+def _names_of(uid: int, gid: int) -> tuple[str, str]:
+    """User and group names, cached for a minute: a lookup can read /etc/passwd or ask
+    NSS, which would otherwise cost as much as a whole submission."""
+    now = time.monotonic()
+    hit = _names.get((uid, gid))
+    if hit is not None and now - hit[0] < _NAMES_TTL_S:
+        return hit[1], hit[2]
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    try:
+        group = grp.getgrgid(gid).gr_name
+    except KeyError:
+        group = str(gid)
+    if len(_names) > 4096:
+        _names.clear()
+    _names[(uid, gid)] = (now, user, group)
+    return user, group
+
+
+def caller_from_scope(scope: Mapping[str, Any], gw: Gateway) -> Caller:
+    """Who is asking: the socket peer's uid and gid, never anything the client sent."""
+    peer = scope.get(PEER_KEY)
+    if peer is None:
+        raise AccessDenied
+    _, uid, gid = peer
+    user, group = _names_of(uid, gid)
+    return Caller(uid, gid, user, group, uid in gw.config.operators)
+
+
+def _caller(request: Request, gw: Gateway) -> Caller:
+    return caller_from_scope(request.scope, gw)
+
+
+async def submit_answer(gw: Gateway, caller: Caller, body: SbatchBody) -> dict[str, Any]:
+    """POST /v1/sbatch: sbatch's stdout, stderr and exit code (and the id, once durable)."""
+    call = SbatchCall(
+        argv=body.argv,
+        env=body.env,
+        cwd=body.cwd,
+        script=body.script,
+        script_path=body.script_path,
+        host=body.host,
+        located=body.located,
+        script_operand=body.script_operand,
+    )
+    out = await gw.sbatch(call, caller)
+    need = out.need_script
+    return {
+        "job_id": out.job_id,
+        "stdout": out.stdout,
+        "stderr": out.stderr,
+        "exit_code": out.exit_code,
+        "wait": out.wait,
+        # a wrong guess of the script: what /v1/sbatch/locate would have said
+        "need_script": None if need is None else {"script": need.operand, "wrap": need.wrap},
+    }
+
+
+def _targets(ids: list[str]) -> list[Target]:
+    out: list[Target] = []
+    for text in ids:
+        parsed = parse_targets(text)
+        if parsed is None:
+            raise HTTPException(400, {"code": 2017, "message": f"Invalid job id specified: {text}"})
+        out.extend(parsed)
+    return out
+
+
+def _results(results: list[ops.OpResult]) -> dict[str, Any]:
+    return {
+        "results": [
+            {
+                "id": r.target,
+                "error": None
+                if r.error is None
+                else {"code": r.error.code, "message": r.error.text},
+            }
+            for r in results
+        ]
+    }
+
+
+def _node_states(gw: Gateway) -> dict[str, NodeState]:
+    free = gw.free_resources()
+    out: dict[str, NodeState] = {}
+    for name, f in free.items():
+        node = f.node
+        if node.state in (NodeState.DOWN, NodeState.DRAINED, NodeState.DRAINING):
+            out[name] = node.state
+        elif f.jobs == 0:
+            out[name] = NodeState.IDLE
+        elif f.cpus <= 0 or f.exclusive_jobs:
+            out[name] = NodeState.ALLOCATED
+        else:
+            out[name] = NodeState.MIXED
+    return out
+
+
+def _site(gw: Gateway) -> dict[str, Any]:
+    """What clients need to print records as slurmctld would (its defaults)."""
+    default = next(
+        (c.default_partition.name for c in gw.clusters.values() if c.default_partition), "debug"
+    )
+    times = {
+        p.name: p.default_time if p.default_time is not None else p.max_time
+        for c in gw.clusters.values()
+        for p in c.partitions
+    }
+    return {
+        "default_partition": default,
+        "partition_time": times,
+        "def_mem_per_cpu_mb": gw.config.def_mem_per_cpu_mb or None,
+        "job_requeue": gw.config.job_requeue,
+        "max_array_size": gw.config.max_array_size,
+        "cluster": gw.config.cluster_name,
+    }
+
+
+async def _merge_cluster_accounting(
+    gw: Gateway, jobs: list[Job], steps: list[Step]
+) -> tuple[list[Job], list[Step]]:
+    """Jobs that ran on a cluster keeping its own accounting (slurmdbd): its records win."""
+    by_cluster: dict[str, list[Job]] = {}
+    for job in jobs:
+        if job.backend_id:
+            by_cluster.setdefault(job.cluster, []).append(job)
+    replaced: dict[int, Job] = {}
+    new_steps: dict[int, list[Step]] = {}
+    for cluster, members in by_cluster.items():
+        accounting = getattr(gw.backends.get(cluster), "accounting", None)
+        if not callable(accounting):
+            continue
+        try:
+            records = await asyncio.to_thread(accounting, members)
+        except Exception as exc:  # noqa: BLE001 - best effort: keep Caldera's own view
+            log.warning("accounting of cluster %s unavailable: %s", cluster, exc)
+            continue
+        for job_id, record in records.items():
+            replaced[job_id] = record.job
+            new_steps[job_id] = list(record.steps)
+    if not replaced:
+        return jobs, steps
+    out_jobs = [replaced.get(j.job_id, j) for j in jobs]
+    out_steps = [s for s in steps if s.job_id not in new_steps]
+    for items in new_steps.values():
+        out_steps.extend(items)
+    return out_jobs, out_steps
+
+
+def build_app(gw: Gateway) -> FastAPI:
+    """The API over a running Gateway."""
+    app = FastAPI(
+        title="Caldera gateway",
+        version="0.1.0",
+        description="Slurm-compatible job gateway: submit, watch and control batch jobs.",
+        max_body_size=MAX_BODY,
+    )
+
+    @app.get(f"/{API_VERSION}/ping")
+    async def ping(request: Request) -> dict[str, Any]:
+        """Liveness, the caller's identity and the gateway's cluster name."""
+        caller = _caller(request, gw)
+        return {
+            "status": "ok",
+            "cluster": gw.config.cluster_name,
+            "uid": caller.uid,
+            "user": caller.user,
+            "operator": caller.operator,
+            "cycles": gw.cycles,
+        }
+
+    @app.post(f"/{API_VERSION}/sbatch/locate")
+    async def locate(request: Request, body: LocateBody) -> dict[str, Any]:
+        """sbatch's first pass: which operand is the script, or --help/--version output."""
+        caller = _caller(request, gw)
+        try:
+            first = first_pass(body.argv, ParseContext(cwd="/", uid=caller.uid))
+        except EarlyExit as done:
+            return {"early": {"stdout": done.stdout, "code": done.code}, "error": None}
+        except CompatError as exc:
+            return {
+                "early": None,
+                "error": {"stderr": exc.render("sbatch"), "exit_code": exc.exit_code},
+            }
+        return {
+            "early": None,
+            "error": None,
+            "script": first.script_path,
+            "wrap": first.wrap is not None,
+        }
+
+    @app.post(f"/{API_VERSION}/sbatch")
+    async def sbatch(request: Request, body: SbatchBody) -> dict[str, Any]:
+        """Submit as sbatch does; the answer carries sbatch's stdout, stderr and exit code."""
+        return await submit_answer(gw, _caller(request, gw), body)
+
+    @app.get(f"/{API_VERSION}/jobs")
+    async def jobs(request: Request) -> dict[str, Any]:
+        """Every job squeue would show."""
+        _caller(request, gw)
+        return {
+            "now": time.time(),
+            "cluster": gw.config.cluster_name,
+            "site": _site(gw),
+            "jobs": [job_to_dict(j) for j in gw.visible_jobs()],
+        }
+
+    @app.get(f"/{API_VERSION}/jobs/{{job_id}}")
+    async def job(request: Request, job_id: int) -> dict[str, Any]:
+        """One job and, for an array, all its records."""
+        _caller(request, gw)
+        found = await gw.find(job_id)
+        if found is None:
+            raise HTTPException(404, {"code": 2017, "message": "Invalid job id specified"})
+        members = await gw.array_members(found.array_job_id) if found.array_job_id else [found]
+        return {"now": time.time(), "site": _site(gw), "jobs": [job_to_dict(j) for j in members]}
+
+    @app.post(f"/{API_VERSION}/jobs/signal")
+    async def signal(request: Request, body: SignalBody) -> dict[str, Any]:
+        """scancel: cancel or signal jobs by id and/or filters."""
+        caller = _caller(request, gw)
+        targets = _targets(body.ids)
+        if body.user or body.name or body.states or body.partition:
+            states = {JobState.parse(s) for s in body.states or ()}
+            chosen = [
+                j
+                for j in gw.visible_jobs()
+                if not j.state.is_finished
+                and (body.user is None or j.user == body.user or str(j.uid) == body.user)
+                and (body.name is None or j.spec.name == body.name)
+                and (not states or j.state in states)
+                and (body.partition is None or body.partition in j.partition.split(","))
+                and (not targets or any(t.job_id in (j.job_id, j.array_job_id) for t in targets))
+            ]
+            targets = [Target(j.job_id) for j in chosen]
+        results = await ops.cancel(gw, targets, caller, body.signal, body.batch_only)
+        return _results(results)
+
+    @app.post(f"/{API_VERSION}/jobs/hold")
+    async def hold(request: Request, body: IdsBody) -> dict[str, Any]:
+        """scontrol hold / uhold."""
+        caller = _caller(request, gw)
+        return _results(await ops.hold(gw, _targets(body.ids), caller, body.user_hold))
+
+    @app.post(f"/{API_VERSION}/jobs/release")
+    async def release(request: Request, body: IdsBody) -> dict[str, Any]:
+        """scontrol release."""
+        caller = _caller(request, gw)
+        return _results(await ops.release(gw, _targets(body.ids), caller))
+
+    @app.post(f"/{API_VERSION}/jobs/requeue")
+    async def requeue(request: Request, body: IdsBody) -> dict[str, Any]:
+        """scontrol requeue / requeuehold."""
+        caller = _caller(request, gw)
+        return _results(await ops.requeue(gw, _targets(body.ids), caller, body.hold_after))
+
+    @app.post(f"/{API_VERSION}/jobs/update")
+    async def update(request: Request, body: UpdateBody) -> dict[str, Any]:
+        """scontrol update JobId=..."""
+        caller = _caller(request, gw)
+        targets = _targets([body.id])
+        results = [await ops.apply_update(gw, t, body.fields, caller) for t in targets]
+        return _results(results)
+
+    @app.get(f"/{API_VERSION}/nodes")
+    async def nodes(request: Request) -> dict[str, Any]:
+        """Nodes with their current state, and partitions (sinfo, scontrol show node)."""
+        _caller(request, gw)
+        states = _node_states(gw)
+        free = gw.free_resources()
+        out_nodes = []
+        for cluster in gw.clusters.values():
+            for node in cluster.nodes:
+                d = node_to_dict(node)
+                d["state"] = states.get(node.name, node.state).long
+                d["alloc_cpus"] = node.cpus - free[node.name].cpus if node.name in free else 0
+                d["alloc_memory_mb"] = (
+                    node.memory_mb - free[node.name].memory_mb if node.name in free else 0
+                )
+                d["cluster"] = cluster.name
+                out_nodes.append(d)
+        # one default partition, as in Slurm: the first cluster's (the local site's)
+        default = _site(gw)["default_partition"]
+        parts = [
+            {**partition_to_dict(p), "default": p.name == default}
+            for c in gw.clusters.values()
+            for p in c.partitions
+        ]
+        return {"now": time.time(), "site": _site(gw), "nodes": out_nodes, "partitions": parts}
+
+    @app.get(f"/{API_VERSION}/accounting")
+    async def accounting(
+        request: Request,
+        ids: Annotated[list[int] | None, Query()] = None,
+        uids: Annotated[list[int] | None, Query()] = None,
+        states: Annotated[list[str] | None, Query()] = None,
+        start: float | None = None,
+        end: float | None = None,
+        names: Annotated[list[str] | None, Query()] = None,
+        partitions: Annotated[list[str] | None, Query()] = None,
+    ) -> dict[str, Any]:
+        """Jobs and steps for sacct."""
+        _caller(request, gw)
+        try:
+            parsed_states = [JobState.parse(s) for s in states] if states else None
+        except ValueError as exc:
+            raise HTTPException(400, {"code": 0, "message": str(exc)}) from exc
+        q = JobQuery(
+            job_ids=ids,
+            users=uids,
+            states=parsed_states,
+            start_after=start,
+            end_before=end,
+            names=names,
+            partitions=partitions,
+        )
+        found = await asyncio.to_thread(gw.store.query, q)
+        live = {j.job_id: j for j in gw.jobs.values()}
+        merged = [live.get(j.job_id, j) for j in found]
+        steps = await asyncio.to_thread(gw.store.steps, [j.job_id for j in merged])
+        merged, steps = await _merge_cluster_accounting(gw, merged, steps)
+        return {
+            "now": time.time(),
+            "cluster": gw.config.cluster_name,
+            "site": _site(gw),
+            "jobs": [job_to_dict(j) for j in merged],
+            "steps": [step_to_dict(s) for s in steps],
+        }
+
+    return app

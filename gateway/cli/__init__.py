@@ -1,0 +1,1 @@
+"""Slurm-named commands and the `caldera` command."""

@@ -1,0 +1,86 @@
+"""What the query commands share: fetching from the gateway, Slurm-like failures, output."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from gateway.cli.fastclient import FastClient, FastClientError
+from gateway.cli.paths import socket_path
+from gateway.compat.job_fields import SiteDefaults
+from gateway.model.cluster import ClusterState
+from gateway.model.codec import job_from_dict, node_from_dict, partition_from_dict
+from gateway.model.job import Job
+
+__all__ = [
+    "GatewayError",
+    "call",
+    "cluster_from",
+    "fetch_jobs",
+    "site_from",
+    "write_out",
+]
+
+
+class GatewayError(Exception):
+    """The gateway is unreachable or refused; `message` is printed after `prog: error: `."""
+
+
+_CLIENT: FastClient | None = None
+
+
+def call(method: str, url: str, body: Any = None) -> Any:
+    """One API call; raises GatewayError with a Slurm-like message."""
+    global _CLIENT
+    if _CLIENT is None:
+        _CLIENT = FastClient(socket_path())
+    try:
+        status, data = _CLIENT.request(method, url, body)
+    except FastClientError as exc:
+        raise GatewayError(
+            "Unable to contact slurm controller (connect failure): the Caldera gateway is not "
+            f"running ({exc}); start it with: caldera up"
+        ) from exc
+    if status >= 400:
+        detail = data.get("detail") if isinstance(data, dict) else data
+        if isinstance(detail, dict):
+            raise GatewayError(str(detail.get("message", detail)))
+        raise GatewayError(str(detail))
+    return data
+
+
+def site_from(data: dict[str, Any]) -> SiteDefaults:
+    """Site defaults as the gateway reports them."""
+    site = data.get("site") or {}
+    return SiteDefaults(
+        default_partition=site.get("default_partition", "debug"),
+        partition_time={k: int(v) for k, v in (site.get("partition_time") or {}).items()},
+        def_mem_per_cpu_mb=site.get("def_mem_per_cpu_mb"),
+        def_mem_per_node_mb=site.get("def_mem_per_node_mb"),
+        job_requeue=bool(site.get("job_requeue", True)),
+    )
+
+
+def fetch_jobs(url: str = "/v1/jobs") -> tuple[list[Job], float, dict[str, Any]]:
+    """Jobs, the gateway's clock, and the raw document."""
+    data = call("GET", url)
+    return [job_from_dict(j) for j in data["jobs"]], float(data["now"]), data
+
+
+def cluster_from(data: dict[str, Any]) -> ClusterState:
+    """The /v1/nodes document as one ClusterState."""
+    nodes = tuple(
+        node_from_dict(
+            {k: v for k, v in n.items() if k not in ("alloc_cpus", "alloc_memory_mb", "cluster")}
+        )
+        for n in data["nodes"]
+    )
+    parts = tuple(partition_from_dict(p) for p in data["partitions"])
+    name = data["nodes"][0].get("cluster", "caldera") if data["nodes"] else "caldera"
+    return ClusterState(name=name, nodes=nodes, partitions=parts)
+
+
+def write_out(text: str) -> None:
+    """Write as Slurm does: bytes, with names cut mid-character kept as they are."""
+    sys.stdout.buffer.write(text.encode("utf-8", errors="surrogateescape"))
+    sys.stdout.flush()

@@ -1,0 +1,261 @@
+"""`scontrol`: show job/node/partition, hold/release/requeue, update jobs, hostlists."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from gateway.cli.common import GatewayError, call, cluster_from, fetch_jobs, site_from, write_out
+from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
+from gateway.compat.duration import NO_VAL, time_str_to_mins
+from gateway.compat.options_help import SLURM_COMPAT_VERSION
+
+__all__ = ["main"]
+
+_PROG = "scontrol"
+OPTIONS = (
+    CmdOption("all", "a", 0, "all"),
+    CmdOption("details", "d", 0, "details"),
+    CmdOption("federation", None, 0, "federation"),
+    CmdOption("future", "F", 0, "future"),
+    CmdOption("help", "h", 0, "help"),
+    CmdOption("hide", None, 0, "hide"),
+    CmdOption("local", None, 0, "local"),
+    CmdOption("cluster", None, 1, "clusters"),
+    CmdOption("clusters", "M", 1, "clusters"),
+    CmdOption("oneliner", "o", 0, "oneliner"),
+    CmdOption("quiet", "Q", 0, "quiet"),
+    CmdOption("sibling", None, 0, "sibling"),
+    CmdOption("uid", "u", 1, "uid"),
+    CmdOption("usage", None, 0, "usage"),
+    CmdOption("verbose", "v", 0, "verbose"),
+    CmdOption("version", "V", 0, "version"),
+    CmdOption("json", None, 0, "json"),
+    CmdOption("yaml", None, 0, "yaml"),
+)
+_UPDATE_KEYS = {
+    "timelimit",
+    "partition",
+    "dependency",
+    "nice",
+    "jobname",
+    "name",
+    "comment",
+    "timemin",
+}
+_SUSPEND_STYLE = {"hold", "uhold", "release"}  # Slurm adds a `slurm_suspend error:` line
+
+
+class _Fail(Exception):
+    def __init__(self, *lines: str) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+def _is(word: str, command: str, minimum: int = 3) -> bool:
+    """scontrol accepts unique abbreviations of its keywords."""
+    w = word.lower()
+    return len(w) >= min(minimum, len(command)) and command.startswith(w)
+
+
+def _show(args: list[str], oneliner: bool) -> int:
+    if not args:
+        raise _Fail("too few arguments for keyword:show")
+    what, rest = args[0], args[1:]
+    if _is(what, "hostnames", 5):
+        from gateway.compat.hostlist import expand
+
+        text = rest[0] if rest else ""
+        write_out("".join(f"{h}\n" for h in expand(text)))
+        return 0
+    if _is(what, "hostlistsorted", 9):
+        from gateway.compat.hostlist import compress_sorted, expand
+
+        write_out(compress_sorted(expand(rest[0] if rest else "")) + "\n")
+        return 0
+    if _is(what, "hostlist", 5):
+        from gateway.compat.hostlist import compress, expand
+
+        write_out(compress(expand(rest[0] if rest else "")) + "\n")
+        return 0
+    if _is(what, "job", 1) or _is(what, "jobs", 1):
+        return _show_jobs(rest, oneliner)
+    if _is(what, "nodes", 1):
+        return _show_nodes(rest, oneliner)
+    if _is(what, "partitions", 1):
+        return _show_partitions(rest, oneliner)
+    raise _Fail(f"invalid entity:{what} for keyword:show")
+
+
+def _show_jobs(rest: list[str], oneliner: bool) -> int:
+    from gateway.compat.show_fmt import show_job
+
+    try:
+        if rest:
+            head = rest[0].split("_")[0].split(".")[0]
+            if not head.isdigit():
+                raise _Fail(f"Invalid job id specified for job {rest[0]}")
+            jobs, now, data = fetch_jobs(f"/v1/jobs/{int(head)}")
+        else:
+            jobs, now, data = fetch_jobs()
+    except GatewayError as exc:
+        raise _Fail(f"slurm_load_jobs error: {exc}") from exc
+    if rest and "_" in rest[0]:
+        task = rest[0].split("_", 1)[1]
+        jobs = [j for j in jobs if str(j.array_task_id) == task] or jobs[:0]
+        if not jobs:
+            raise _Fail("slurm_load_jobs error: Invalid job id specified")
+    if not jobs:
+        if rest:
+            raise _Fail("slurm_load_jobs error: Invalid job id specified")
+        write_out("No jobs in the system\n")
+        return 0
+    site = site_from(data)
+    write_out("".join(show_job(j, now=now, site=site, one_liner=oneliner) for j in jobs))
+    return 0
+
+
+def _show_nodes(rest: list[str], oneliner: bool) -> int:
+    from gateway.compat.show_fmt import show_node
+
+    try:
+        data = call("GET", "/v1/nodes")
+    except GatewayError as exc:
+        raise _Fail(f"slurm_load_node error: {exc}") from exc
+    cluster = cluster_from(data)
+    nodes = [n for n in cluster.nodes if not rest or n.name == rest[0]]
+    if not nodes:
+        raise _Fail(f"Node {rest[0]} not found")
+    write_out("".join(show_node(n, one_liner=oneliner) for n in nodes))
+    return 0
+
+
+def _show_partitions(rest: list[str], oneliner: bool) -> int:
+    from gateway.compat.show_fmt import show_partition
+
+    try:
+        data = call("GET", "/v1/nodes")
+    except GatewayError as exc:
+        raise _Fail(f"slurm_load_partitions error: {exc}") from exc
+    cluster = cluster_from(data)
+    parts = [p for p in cluster.partitions if not rest or p.name == rest[0]]
+    if not parts:
+        raise _Fail(f"Partition {rest[0]} not found")
+    write_out("".join(show_partition(p, cluster, one_liner=oneliner) for p in parts))
+    return 0
+
+
+def _job_list(args: list[str]) -> list[str]:
+    return [w for a in args for w in a.split(",") if w]
+
+
+def _report(results: list[dict[str, object]], op: str) -> int:
+    rc = 0
+    for r in results:
+        err = r["error"]
+        if err is None:
+            continue
+        assert isinstance(err, dict)
+        msg = str(err["message"])
+        sys.stderr.write(f"{msg} for job {r['id']}\n")
+        if op in _SUSPEND_STYLE:
+            sys.stderr.write(f"slurm_suspend error: {msg}\n")
+        rc = 1
+    return rc
+
+
+def _control(op: str, args: list[str]) -> int:
+    ids = _job_list(args)
+    if not ids:
+        raise _Fail(f"too few arguments for keyword:{op}")
+    for word in ids:
+        if not word.split("_")[0].isdigit():
+            sys.stderr.write(f"Invalid job id specified for job {word}\n")
+            if op in _SUSPEND_STYLE:
+                sys.stderr.write("slurm_suspend error: Invalid job id specified\n")
+            return 1
+    url, body = {
+        "hold": ("/v1/jobs/hold", {"ids": ids, "user_hold": False}),
+        "uhold": ("/v1/jobs/hold", {"ids": ids, "user_hold": True}),
+        "release": ("/v1/jobs/release", {"ids": ids}),
+        "requeue": ("/v1/jobs/requeue", {"ids": ids}),
+        "requeuehold": ("/v1/jobs/requeue", {"ids": ids, "hold_after": True}),
+    }[op]
+    data = call("POST", url, body)
+    return _report(data["results"], op)
+
+
+def _update(args: list[str]) -> int:
+    job: str | None = None
+    fields: dict[str, str] = {}
+    for arg in args:
+        key, eq, value = arg.partition("=")
+        if not eq:
+            raise _Fail(f"Invalid input: {arg}", "Request aborted")
+        k = key.lower()
+        if k in ("jobid", "job"):
+            job = value
+        elif k in _UPDATE_KEYS:
+            if k == "timelimit" and time_str_to_mins(value) == NO_VAL:
+                raise _Fail(f"{_PROG}: error: Invalid TimeLimit value")
+            fields[key] = value
+        else:
+            raise _Fail(f"Update of this parameter is not supported: {arg}", "Request aborted")
+    if job is None:
+        raise _Fail(
+            "No valid entity in update command",
+            'Input line must include "NodeName", "PartitionName", '
+            '"Reservation=", "JobId", "StepId", "FrontendName" or '
+            '"SuspendExcNodes"',
+        )
+    if not job.split("_")[0].isdigit():
+        raise _Fail(f"Invalid job id specified for job {job}")
+    if not fields:
+        raise _Fail("No changes specified")
+    data = call("POST", "/v1/jobs/update", {"id": job, "fields": fields})
+    return _report(data["results"], "update")
+
+
+def _run(words: list[str], oneliner: bool) -> int:
+    if not words:
+        raise _Fail("no command given")
+    cmd, rest = words[0].lower(), words[1:]
+    if _is(cmd, "show", 2):
+        return _show(rest, oneliner)
+    if _is(cmd, "update", 2):
+        return _update(rest)
+    for op in ("requeuehold", "requeue", "release", "uhold", "hold"):
+        if cmd == op:
+            return _control(op, rest)
+    if cmd in ("version",):
+        write_out(f"slurm {SLURM_COMPAT_VERSION}\n")
+        return 0
+    raise _Fail(f"invalid keyword: {words[0]}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `scontrol` command."""
+    args = [_PROG, *(sys.argv[1:] if argv is None else argv)]
+    try:
+        opts = parse_command(args, OPTIONS, _PROG, permute=False)
+    except CmdUsageError as exc:
+        sys.stderr.write("\n".join(exc.lines) + "\n")
+        return 1
+    if opts.flag("help") or opts.flag("usage"):
+        sys.stdout.write("Usage: scontrol [<OPTION>] [<COMMAND>]\n")
+        return 0
+    if opts.flag("version"):
+        sys.stdout.write(f"slurm {SLURM_COMPAT_VERSION}\n")
+        return 0
+    try:
+        return _run(opts.operands, opts.flag("oneliner"))
+    except _Fail as exc:
+        sys.stderr.write("\n".join(exc.lines) + "\n")
+        return 1
+    except GatewayError as exc:
+        sys.stderr.write(f"{_PROG}: error: {exc}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

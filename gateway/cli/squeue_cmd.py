@@ -1,0 +1,172 @@
+"""`squeue`: Slurm's job queue view, with its options and exact output."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import sys
+from collections.abc import Sequence
+
+from gateway.cli.common import GatewayError, fetch_jobs, site_from, write_out
+from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
+from gateway.compat.options_help import SLURM_COMPAT_VERSION
+from gateway.compat.squeue_fmt import SqueueOptions, render_squeue
+from gateway.model.state import JobState
+
+__all__ = ["main"]
+
+_PROG = "squeue"
+OPTIONS = (
+    CmdOption("accounts", "A", 1, "accounts"),
+    CmdOption("all", "a", 0, "all"),
+    CmdOption("array", "r", 0, "array"),
+    CmdOption("array-unique", None, 0, "array_unique"),
+    CmdOption("Format", "O", 1, "format_long"),
+    CmdOption("format", "o", 1, "format"),
+    CmdOption("federation", None, 0, "federation"),
+    CmdOption("help", None, 0, "help"),
+    CmdOption("hide", None, 0, "hide"),
+    CmdOption("iterate", "i", 1, "iterate"),
+    CmdOption("jobs", "j", 2, "jobs"),
+    CmdOption("local", None, 0, "local"),
+    CmdOption("long", "l", 0, "long"),
+    CmdOption("licenses", "L", 1, "licenses"),
+    CmdOption("cluster", None, 1, "clusters"),
+    CmdOption("clusters", "M", 1, "clusters"),
+    CmdOption("me", None, 0, "me"),
+    CmdOption("name", "n", 1, "name"),
+    CmdOption("noconvert", None, 0, "noconvert"),
+    CmdOption("node", None, 1, "nodelist"),
+    CmdOption("nodes", None, 1, "nodelist"),
+    CmdOption("nodelist", "w", 1, "nodelist"),
+    CmdOption("noheader", "h", 0, "noheader"),
+    CmdOption("partitions", "p", 1, "partitions"),
+    CmdOption("priority", "P", 0, "priority"),
+    CmdOption("qos", "q", 1, "qos"),
+    CmdOption("reservation", "R", 1, "reservation"),
+    CmdOption("sib", None, 0, "sibling"),
+    CmdOption("sibling", None, 0, "sibling"),
+    CmdOption("sort", "S", 1, "sort"),
+    CmdOption("start", None, 0, "start"),
+    CmdOption("steps", "s", 2, "steps"),
+    CmdOption("states", "t", 1, "states"),
+    CmdOption("usage", None, 0, "usage"),
+    CmdOption("user", "u", 1, "users"),
+    CmdOption("users", None, 1, "users"),
+    CmdOption("verbose", "v", 0, "verbose"),
+    CmdOption("version", "V", 0, "version"),
+    CmdOption("json", None, 0, "json"),
+    CmdOption("yaml", None, 0, "yaml"),
+)
+_USAGE = (
+    "Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]\n"
+    "              [-n name] [-o format] [--only-job-state] [-p partitions]\n"
+    "              [--qos qos] [--reservation reservation] [--sort fields] [--start]\n"
+    "              [--step step_id] [-t states] [-u user_name] [--usage]\n"
+    "              [-L licenses] [-w nodes] [--federation] [--local] [--sibling]\n"
+    "              [--json=data_parser] [--yaml=data_parser]\n"
+    "              [-ahjlrsv]\n"
+)
+
+
+def _split(text: str | None) -> tuple[str, ...]:
+    return tuple(p for p in (text or "").split(",") if p)
+
+
+def _states(text: str | None) -> tuple[tuple[JobState, ...] | None, bool]:
+    if text is None:
+        return None, False
+    words = _split(text)
+    if any(w.lower() == "all" for w in words):
+        return (), True
+    try:
+        return tuple(JobState.parse(w) for w in words), False
+    except ValueError:
+        raise CmdUsageError(
+            f"{_PROG}: error: Invalid job state specified: {text}",
+            f"{_PROG}: error: Valid job states include: PENDING RUNNING "
+            "SUSPENDED COMPLETED CANCELLED FAILED TIMEOUT NODE_FAIL PREEMPTED "
+            "BOOT_FAIL DEADLINE OUT_OF_MEMORY COMPLETING CONFIGURING "
+            "RESIZING RESV_DEL_HOLD REQUEUED REQUEUE_FED REQUEUE_HOLD "
+            "REVOKED SIGNALING SPECIAL_EXIT STAGE_OUT STOPPED",
+        ) from None
+
+
+def _users(text: str | None) -> tuple[str, ...]:
+    out = []
+    for word in _split(text):
+        if word.isdigit():
+            with contextlib.suppress(KeyError):
+                word = pwd.getpwuid(int(word)).pw_name
+        else:
+            try:
+                pwd.getpwnam(word)
+            except KeyError:
+                raise CmdUsageError(f"{_PROG}: error: Invalid user: {word}") from None
+        out.append(word)
+    return tuple(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `squeue` command."""
+    args = [_PROG, *(sys.argv[1:] if argv is None else argv)]
+    try:
+        opts = parse_command(args, OPTIONS, _PROG)
+        if opts.flag("help") or opts.flag("usage"):
+            sys.stdout.write(_USAGE)
+            return 0
+        if opts.flag("version"):
+            sys.stdout.write(f"slurm {SLURM_COMPAT_VERSION}\n")
+            return 0
+        states, all_states = _states(opts.text("states"))
+        users = _users(opts.text("users"))
+        if opts.flag("me"):
+            users = (*users, pwd.getpwuid(os.getuid()).pw_name)
+        jobs_arg = opts.get("jobs")
+        job_ids = _split(jobs_arg if isinstance(jobs_arg, str) else None)
+        job_ids += tuple(w for op in opts.operands for w in _split(op)) if jobs_arg is True else ()
+    except CmdUsageError as exc:
+        sys.stderr.write("\n".join(exc.lines) + "\n")
+        return 1
+    try:
+        jobs, now, data = fetch_jobs()
+    except GatewayError as exc:
+        sys.stderr.write(f"slurm_load_jobs error: {exc}\n")
+        return 1
+    site = site_from(data)
+    if opts.flag("json") or opts.flag("yaml"):
+        from gateway.compat.squeue_fmt_json import squeue_json
+
+        write_out(squeue_json(jobs, site=site) + "\n")
+        return 0
+    if job_ids:
+        known = {str(j.job_id) for j in jobs} | {str(j.array_job_id) for j in jobs}
+        unknown = [j for j in job_ids if j.split("_")[0] not in known]
+        if unknown and len(unknown) == len(job_ids) and not all_states:
+            sys.stderr.write("slurm_load_jobs error: Invalid job id specified\n")
+            return 1
+    options = SqueueOptions(
+        format=opts.text("format"),
+        format_long=opts.text("format_long"),
+        long=opts.flag("long"),
+        start=opts.flag("start"),
+        array=opts.flag("array"),
+        array_unique=opts.flag("array_unique"),
+        noheader=opts.flag("noheader"),
+        sort=opts.text("sort"),
+        states=states,
+        all_states=all_states,
+        job_ids=job_ids,
+        users=users,
+        partitions=_split(opts.text("partitions")),
+        names=_split(opts.text("name")),
+        max_array_size=int(data.get("site", {}).get("max_array_size", 1001)),
+        site=site,
+    )
+    write_out(render_squeue(jobs, options, now=now))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

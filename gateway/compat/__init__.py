@@ -1,0 +1,1 @@
+"""Slurm compatibility: the option table, parsers and formatters, all pure (no IO)."""

@@ -1,0 +1,476 @@
+"""Helpers shared by Caldera's squeue/sacct/sinfo/scontrol formatters, as Slurm 22.05 prints.
+
+Slurm's commands pad and cut with printf (`%18s`, `%.8s`), print times with localtime
+(`%FT%T`), durations as `M:SS` (squeue, sinfo) or `HH:MM:SS` (sacct, scontrol), memory with
+`convert_num_unit`, node lists in hostlist form, and sort with glibc's merge sort. These
+functions are those rules, pure (no IO; the current time is always passed in).
+
+`JobExtras`, `NodeExtras` and `PartitionExtras` carry the facts Slurm prints that Caldera's
+model records do not hold (yet); every field is optional and the formatters derive a value
+from the model when it is None.
+"""
+
+from __future__ import annotations
+
+import re
+import time as _time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+from gateway.compat.duration import INFINITE, NO_VAL
+
+__all__ = [
+    "INFINITE",
+    "NO_VAL",
+    "JobExtras",
+    "JsonValue",
+    "NodeExtras",
+    "PartitionExtras",
+    "byte_len",
+    "c_str",
+    "convert_num_unit",
+    "ctime_str",
+    "hostlist_compress",
+    "hostlist_expand",
+    "json_c_dumps",
+    "make_time_str",
+    "msort",
+    "print_str",
+    "secs_short",
+]
+
+T = TypeVar("T")
+
+NULL: Final = "(null)"
+YEAR_SECONDS: Final = 365 * 24 * 60 * 60
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobExtras:
+    """What slurmctld/slurmdbd report about a job that `Job` does not hold. None: derive."""
+
+    num_nodes: int | None = None  # job_info.num_nodes (min nodes while pending)
+    max_nodes: int | None = None
+    min_cpus_node: int | None = None  # pn_min_cpus
+    batch_flag: bool | None = None  # False for salloc/srun allocations
+    batch_host: str | None = None
+    alloc_node: str | None = None  # submit host as slurmctld saw it
+    alloc_sid: int | None = None
+    accrue_time: float | None = None
+    last_sched_eval: float | None = None
+    sched_backfill: bool = False  # Scheduler=Backfill
+    suspend_time: float | None = None
+    pre_sus_time: int = 0
+    tres_req: str | None = None  # "cpu=1,mem=100M,node=1,billing=1"
+    tres_alloc: str | None = None
+    requid: int | None = None  # who cancelled it (sacct "CANCELLED by N")
+    reason_prev: str | None = None  # sacct's Reason column (state_reason_prev)
+    acct_flags: tuple[str, ...] = ()  # sacct Flags (SchedMain, StartRecieved, ...)
+    dependency: str | None = None  # slurmctld's current dependency text
+    mcs_label: str | None = None
+    cpus_per_task: int | None = None
+    assoc_id: int | None = None
+    het_job_id: int = 0  # heterogeneous job: the leader's id (squeue `1682+1`)
+    het_job_offset: int = 0
+    het_job_id_set: str | None = None
+    sched_nodes: str | None = None  # squeue %Y / --start SCHEDNODES
+    job_flags: tuple[str, ...] | None = None  # slurmctld bitflags (JOB_MEM_SET, ...)
+    billable_tres: float | None = None  # with billable_known: slurmctld's value (None: null)
+    billable_known: bool = False
+    tasks_unknown: bool = False  # num_tasks NO_VAL (a job cancelled before it started)
+    reason_text: str | None = None  # a pending reason `Reason` cannot name
+    tres_per_node: str | None = None  # as slurmctld keeps them (`gres:gpu`)
+    tres_per_job: str | None = None
+    tres_per_task: str | None = None
+    tres_per_socket: str | None = None
+    tres_bind: str | None = None
+    cpus_per_tres: str | None = None
+    cluster: str | None = None
+    stdout_raw: str | None = None  # unexpanded patterns as squeue prints them
+    stderr_raw: str | None = None
+    stdin_raw: str | None = None
+    array_task_str: str | None = None  # slurmctld's text for the pending part
+    array_max_tasks: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeExtras:
+    """What slurmctld reports about a node that `Node` does not hold. None: derive."""
+
+    state_flags: tuple[str, ...] = ()  # DRAIN, COMPLETING, NOT_RESPONDING, RESERVED, ...
+    base_state: str | None = None  # slurmctld's base state when NodeState cannot say it
+    alloc_cpus: int = 0
+    alloc_memory: int = 0
+    cpu_load: int | None = None  # x100, None: N/A
+    free_memory: int | None = None  # MB, None: N/A
+    weight: int = 1
+    address: str | None = None
+    hostname: str | None = None
+    port: int = 0
+    version: str | None = None
+    os: str | None = None
+    arch: str | None = None
+    boards: int = 1
+    boot_time: float | None = None
+    slurmd_start_time: float | None = None
+    last_busy: float | None = None
+    reason_time: float | None = None
+    reason_user: str | None = None
+    reason_uid: int | None = None
+    active_features: tuple[str, ...] | None = None
+    gres_used: str | None = None
+    tres: str | None = None  # CfgTRES
+    tres_used: str | None = None  # AllocTRES
+    owner: str | None = None
+    mcs_label: str | None = None
+    comment: str | None = None
+    extra: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionExtras:
+    """What slurmctld reports about a partition that `Partition` does not hold."""
+
+    min_nodes: int = 0
+    priority_tier: int = 1
+    priority_job_factor: int = 1
+    allow_groups: str | None = None  # None: ALL
+    allow_accounts: str | None = None
+    allow_qos: str | None = None
+    allow_alloc_nodes: str | None = None
+    root_only: bool = False
+    hidden: bool = False
+    exclusive_user: bool = False
+    lln: bool = False
+    req_resv: bool = False
+    disable_root_jobs: bool = False
+    max_share: int = 1  # OverSubscribe: 0 EXCLUSIVE, 1 NO, n YES:n (| 0x8000 FORCE)
+    max_cpus_per_node: int = INFINITE
+    def_mem_per_cpu: int | None = None
+    def_mem_per_node: int | None = None  # None: UNLIMITED
+    max_mem_per_node: int | None = None
+    grace_time: int = 0
+    over_time_limit: int | None = None  # None: NONE
+    preempt_mode: str = "OFF"
+    qos: str | None = None
+    state: str | None = None  # UP, DOWN, DRAIN, INACTIVE (None: from Partition.up)
+    total_cpus: int | None = None
+    total_nodes: int | None = None
+    tres: str | None = None
+
+
+# --- printf-like field rendering -------------------------------------------------------
+
+
+def _b(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _u(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def c_str(value: str | None, precision: int | None = None) -> str:
+    """What glibc prints for `%s` (`%.Ns` when precision) of a possibly NULL string.
+
+    Widths and precisions count bytes, as in C: a multi-byte character may be cut in half;
+    such bytes come back as surrogate escapes (write them with errors="surrogateescape")."""
+    if value is None:
+        return "" if precision is not None and precision < 6 else NULL
+    return value if precision is None else _u(_b(value)[:precision])
+
+
+def print_str(value: str | None, width: int, right: bool, cut: bool = True) -> str:
+    """squeue's and sinfo's `_print_str`: `%Ns` or `%.Ns`, cut to width, padded to width."""
+    if right and width > 0:
+        data = _b(c_str(value)).rjust(width)
+        if cut:
+            data = data[:width]
+    elif width > 0:
+        data = _b(c_str(value, width))
+    elif width < 0:
+        data = _b(c_str(value) + " ")
+    else:
+        data = _b(c_str(value))
+    return _u(data.ljust(width) if width > 0 else data)
+
+
+def byte_len(text: str) -> int:
+    """Length in bytes, as printf pads."""
+    return len(_b(text))
+
+
+def secs_short(seconds: int, *, check_year: bool = True) -> str:
+    """squeue/sinfo `_print_secs`: `M:SS`, `H:MM:SS`, `D-HH:MM:SS` (INVALID beyond a year)."""
+    if check_year and (seconds < 0 or seconds > YEAR_SECONDS):
+        return "INVALID"
+    sign = -1 if seconds < 0 else 1
+    total = abs(seconds)
+    days = total // 86400 * sign
+    hours = total // 3600 % 24 * sign
+    minutes = total // 60 % 60 * sign
+    secs = total % 60 * sign
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def make_time_str(epoch: float | None, size: int | None = None) -> str:
+    """`slurm_make_time_str`: `%FT%T` in local time; 0/None/INFINITE -> Unknown.
+
+    With `size` (a buffer of that many bytes, as sacct uses) a date that does not fit is
+    cut the way strftime into a short buffer leaves it.
+    """
+    value = int(epoch) if epoch else 0
+    if value in (0, INFINITE):
+        text = "Unknown"
+    elif value == NO_VAL:
+        text = "None"
+    else:
+        text = _time.strftime("%Y-%m-%dT%H:%M:%S", _time.localtime(value))
+        if size is not None and len(text) >= size:
+            # slurm_strftime: when strftime fails the buffer keeps the longest prefix of
+            # the format that fits; "%FT%T" -> "%F" (10 chars) first.
+            return text[:10] if size > 10 else ("#" * (size - 1) if size > 1 else "")
+    return text if size is None else text[: max(size - 1, 0)]
+
+
+def ctime_str(now: float) -> str:
+    """`slurm_ctime2_r`: `Sun Nov 22 07:09:59 2026` (the date line of `squeue -l`)."""
+    return _time.strftime("%a %b %d %H:%M:%S %Y", _time.localtime(int(now)))
+
+
+_UNITS = "\0KMGTP?"
+UNIT_NONE: Final = 0
+UNIT_KILO: Final = 1
+UNIT_MEGA: Final = 2
+
+
+def convert_num_unit(num: float, orig_type: int = UNIT_NONE, *, exact: bool = True) -> str:
+    """`convert_num_unit(..., NO_VAL, CONVERT_NUM_UNIT_EXACT)`: 4096 -> 4G, 1536 -> 1.50G."""
+    if int(num) == 0:
+        return "0"
+    if exact:
+        while num >= 1024 and int(num) % 512 == 0:
+            num /= 1024
+            orig_type += 1
+    else:
+        while num >= 1024:
+            num /= 1024
+            orig_type += 1
+    unit = _UNITS[orig_type] if 0 <= orig_type <= 5 else "?"
+    unit = unit.replace("\0", "")
+    if float(int(num)) == num:
+        return f"{int(num)}{unit}"
+    return f"{num:.2f}{unit}"
+
+
+# --- sorting -------------------------------------------------------------------------
+
+
+def msort(items: Sequence[T], cmp: Callable[[T, T], int]) -> list[T]:
+    """glibc's qsort (a top-down merge sort), so that ties and Slurm's inconsistent
+    comparators (a zero start time is always "greater") order exactly as Slurm's do."""
+    n = len(items)
+    if n <= 1:
+        return list(items)
+    n1 = n // 2
+    left = msort(items[:n1], cmp)
+    right = msort(items[n1:], cmp)
+    out: list[T] = []
+    i = j = 0
+    while i < len(left) and j < len(right):
+        if cmp(left[i], right[j]) <= 0:
+            out.append(left[i])
+            i += 1
+        else:
+            out.append(right[j])
+            j += 1
+    out.extend(left[i:])
+    out.extend(right[j:])
+    return out
+
+
+# --- hostlists -----------------------------------------------------------------------
+
+_HOST = re.compile(r"^(.*?)(\d*)$")
+
+
+def _split_host(name: str) -> tuple[str, str]:
+    match = _HOST.match(name)
+    assert match is not None
+    return match.group(1), match.group(2)
+
+
+def _host_key(name: str) -> tuple[str, int, int, str]:
+    prefix, digits = _split_host(name)
+    if not digits:
+        return (prefix, -1, 0, name)
+    return (prefix, len(digits), int(digits), name)
+
+
+def hostlist_compress(names: Iterable[str], *, sort: bool = True) -> str:
+    """Slurm's ranged hostlist string: `node[01-04],big001`, sorted and de-duplicated
+    (`hostlist_sort` + `hostlist_ranged_string`); `sort=False` keeps the given order."""
+    hosts = list(dict.fromkeys(n for n in names if n))
+    if sort:
+        hosts.sort(key=_host_key)
+    # ranges: (prefix, width, lo, hi) or (name, -1, 0, 0) for a host without digits
+    ranges: list[tuple[str, int, int, int]] = []
+    for host in hosts:
+        prefix, digits = _split_host(host)
+        if not digits:
+            ranges.append((host, -1, 0, 0))
+            continue
+        num, width = int(digits), len(digits)
+        if ranges:
+            p, w, lo, hi = ranges[-1]
+            if p == prefix and w == width and num == hi + 1:
+                ranges[-1] = (p, w, lo, num)
+                continue
+        ranges.append((prefix, width, num, num))
+    parts: list[str] = []
+    i = 0
+    while i < len(ranges):
+        prefix, width, lo, hi = ranges[i]
+        if width < 0:
+            parts.append(prefix)
+            i += 1
+            continue
+        group = [ranges[i]]
+        j = i + 1
+        while j < len(ranges) and ranges[j][0] == prefix and ranges[j][1] >= 0:
+            group.append(ranges[j])
+            j += 1
+        if len(group) == 1 and lo == hi:
+            parts.append(f"{prefix}{lo:0{width}d}")
+        else:
+            inner = ",".join(
+                f"{a:0{w}d}" if a == b else f"{a:0{w}d}-{b:0{w}d}" for _, w, a, b in group
+            )
+            parts.append(f"{prefix}[{inner}]")
+        i = j
+    return ",".join(parts)
+
+
+def _split_top(text: str) -> list[str]:
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p for p in (x.strip() for x in parts) if p]
+
+
+def hostlist_expand(text: str | None) -> tuple[str, ...]:
+    """`node[01-03],big001` -> (`node01`, `node02`, `node03`, `big001`)."""
+    if not text or text == NULL:
+        return ()
+    out: list[str] = []
+    for part in _split_top(text):
+        match = re.match(r"^(.*?)\[([^\]]*)\](.*)$", part)
+        if not match:
+            out.append(part)
+            continue
+        prefix, body, suffix = match.groups()
+        for item in body.split(","):
+            if "-" in item:
+                lo, hi = item.split("-", 1)
+                width = len(lo)
+                out.extend(
+                    f"{prefix}{n:0{width}d}{s}"
+                    for n in range(int(lo), int(hi) + 1)
+                    for s in hostlist_expand(suffix) or ("",)
+                )
+            else:
+                out.extend(f"{prefix}{item}{s}" for s in hostlist_expand(suffix) or ("",))
+    return tuple(out)
+
+
+# --- json-c's pretty printer ---------------------------------------------------------
+
+JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+
+
+def _escape(text: str) -> str:
+    out: list[str] = []
+    for ch in text:
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "/":
+            out.append("\\/")
+        elif ch == "\b":
+            out.append("\\b")
+        elif ch == "\f":
+            out.append("\\f")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _dump(value: JsonValue, level: int, out: list[str]) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, int):
+        out.append(str(value))
+    elif isinstance(value, float):
+        text = f"{value:.17g}"
+        if "." not in text and "e" not in text and text.lstrip("-")[:1].isdigit():
+            text += ".0"
+        out.append(text)
+    elif isinstance(value, str):
+        out.append(f'"{_escape(value)}"')
+    elif isinstance(value, list):
+        out.append("[\n")
+        for i, item in enumerate(value):
+            if i:
+                out.append(",\n")
+            out.append("  " * (level + 1))
+            _dump(item, level + 1, out)
+        if value:
+            out.append("\n")
+        out.append("  " * level + "]")
+    else:
+        out.append("{\n")
+        for i, (key, item) in enumerate(value.items()):
+            if i:
+                out.append(",\n")
+            out.append("  " * (level + 1) + f'"{_escape(key)}": ')
+            _dump(item, level + 1, out)
+        if value:
+            out.append("\n")
+        out.append("  " * level + "}")
+
+
+def json_c_dumps(value: JsonValue) -> str:
+    """json-c's `JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED` text, as Slurm's
+    `--json` prints it (two-space indent, `\\/`, `[\\n  ]` for an empty list)."""
+    out: list[str] = []
+    _dump(value, 0, out)
+    return "".join(out)

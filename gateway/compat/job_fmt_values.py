@@ -1,0 +1,361 @@
+"""A job's values as slurmctld's `job_info_t` holds them, derived from Caldera's records.
+
+squeue, sacct and `scontrol show job` print the same facts (node count, CPUs, minimum
+memory, TRES, sharing, dependency, I/O paths); `JobValues` computes each once from a `Job`,
+its `JobSpec`, the optional `JobExtras` a backend reported, and the site's defaults, so that
+every formatter agrees with the others and with Slurm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gateway.compat.duration import INFINITE
+from gateway.compat.filename import NO_TASK, PatternContext, expand_for_display
+from gateway.compat.fmt_common import (
+    UNIT_MEGA,
+    JobExtras,
+    convert_num_unit,
+    hostlist_compress,
+)
+from gateway.compat.job_fields import SiteDefaults
+from gateway.model.job import Job
+from gateway.model.jobspec import Sharing
+from gateway.model.state import JobState
+
+__all__ = ["JobValues", "job_values"]
+
+_NO_EXTRAS = JobExtras()
+
+# job_share_string(job->shared)
+_SHARED = {
+    None: "OK",
+    Sharing.EXCLUSIVE: "NO",
+    Sharing.OVERSUBSCRIBE: "YES",
+    Sharing.USER: "USER",
+    Sharing.MCS: "MCS",
+}
+
+
+def _fmt_mb(mb: int) -> str:
+    return convert_num_unit(mb, UNIT_MEGA)
+
+
+@dataclass(frozen=True, slots=True)
+class JobValues:
+    """One job (or one array task row) with Slurm's derived values."""
+
+    job: Job
+    extras: JobExtras = field(default_factory=JobExtras)
+    site: SiteDefaults = field(default_factory=SiteDefaults)
+
+    # --- identity ----------------------------------------------------------------
+    @property
+    def spec_name(self) -> str:
+        return self.job.spec.name
+
+    @property
+    def array_task_str(self) -> str | None:
+        """The pending part of an array meta record (`3-9%2`), else None."""
+        job = self.job
+        if not job.is_array_meta:
+            return None
+        if self.extras.array_task_str is not None:
+            return self.extras.array_task_str or None
+        return job.array_pending.task_str() if job.array_pending else None
+
+    @property
+    def array_max_tasks(self) -> int:
+        if self.extras.array_max_tasks is not None:
+            return self.extras.array_max_tasks
+        spec_array = self.job.spec.array
+        if self.job.array_pending is not None and self.job.array_pending.throttle:
+            return self.job.array_pending.throttle
+        return spec_array.throttle if spec_array is not None else 0
+
+    # --- state ---------------------------------------------------------------------
+    @property
+    def is_pending(self) -> bool:
+        return self.job.state is JobState.PENDING
+
+    @property
+    def reason(self) -> str:
+        """state_desc when set, else the reason's name (squeue %r, scontrol Reason=)."""
+        return self.job.state_desc or self.reason_name
+
+    @property
+    def reason_name(self) -> str:
+        """`job_reason_string(state_reason)`."""
+        return self.extras.reason_text or self.job.reason.value
+
+    def time_used(self, now: float) -> int:
+        """`job_time_used`: seconds run so far (pre-suspend time while suspended)."""
+        job = self.job
+        if not job.start_time or job.state is JobState.PENDING:
+            return 0
+        if job.state is JobState.SUSPENDED:
+            return self.extras.pre_sus_time
+        end = now if job.state is JobState.RUNNING or not job.end_time else job.end_time
+        if self.extras.suspend_time:
+            return int(end - self.extras.suspend_time) + self.extras.pre_sus_time
+        return int(end) - int(job.start_time)
+
+    # --- size ----------------------------------------------------------------------
+    @property
+    def num_nodes(self) -> int:
+        if self.extras.num_nodes is not None:
+            return self.extras.num_nodes
+        if self.job.nodes and not self.is_pending:
+            return len(self.job.nodes)
+        return max(self.job.spec.nodes_min or 1, 1)
+
+    @property
+    def max_nodes(self) -> int:
+        if self.extras.max_nodes is not None:
+            return self.extras.max_nodes
+        return self.job.spec.nodes_max or 0
+
+    @property
+    def num_tasks(self) -> int:
+        spec = self.job.spec
+        if spec.ntasks is not None:
+            return spec.ntasks
+        if spec.ntasks_per_node is not None:
+            return self.num_nodes * spec.ntasks_per_node
+        return self.num_nodes
+
+    @property
+    def cpus_per_task(self) -> int:
+        if self.extras.cpus_per_task is not None:
+            return self.extras.cpus_per_task
+        return self.job.spec.cpus_per_task or 1
+
+    @property
+    def num_cpus(self) -> int:
+        if self.job.num_cpus:
+            return self.job.num_cpus
+        spec = self.job.spec
+        per_task = self.num_tasks * self.cpus_per_task
+        return max(per_task, spec.mincpus or 0, self.num_nodes)
+
+    @property
+    def min_cpus_node(self) -> int:
+        if self.extras.min_cpus_node is not None:
+            return self.extras.min_cpus_node
+        spec = self.job.spec
+        if spec.mincpus is not None:
+            return spec.mincpus
+        per_node = spec.ntasks_per_node or 1
+        return per_node * self.cpus_per_task
+
+    @property
+    def memory(self) -> tuple[int, bool]:
+        """(MB, per_cpu): pn_min_memory with the MEM_PER_CPU flag split off."""
+        spec, site = self.job.spec, self.site
+        if spec.mem_per_node_mb is not None:
+            return spec.mem_per_node_mb, False
+        if spec.mem_per_cpu_mb is not None:
+            return spec.mem_per_cpu_mb, True
+        if site.def_mem_per_cpu_mb is not None:
+            return site.def_mem_per_cpu_mb, True
+        return site.def_mem_per_node_mb or 0, False
+
+    @property
+    def min_memory_str(self) -> str:
+        return _fmt_mb(self.memory[0])
+
+    @property
+    def tmp_disk_str(self) -> str:
+        return _fmt_mb(self.job.spec.tmp_mb or 0)
+
+    @property
+    def total_memory_mb(self) -> int:
+        mb, per_cpu = self.memory
+        return mb * self.num_cpus if per_cpu else mb * self.num_nodes
+
+    def _gres_tres(self) -> list[str]:
+        spec = self.job.spec
+        out: list[str] = []
+        per_node = [*spec.gpus_per_node, *spec.gres]
+        counts: dict[str, int] = {}
+        for item in per_node:
+            for key in (f"gres/{item.name}", f"gres/{item.name}:{item.type}" if item.type else ""):
+                if key:
+                    counts[key] = counts.get(key, 0) + item.count * self.num_nodes
+        for item in spec.gpus:
+            for key in (f"gres/{item.name}", f"gres/{item.name}:{item.type}" if item.type else ""):
+                if key:
+                    counts[key] = counts.get(key, 0) + item.count
+        out.extend(f"{k}={v}" for k, v in counts.items())
+        return out
+
+    @property
+    def tres_req(self) -> str:
+        if self.extras.tres_req is not None:
+            return self.extras.tres_req
+        parts = [
+            f"cpu={self.num_cpus}",
+            f"mem={_fmt_mb(self.total_memory_mb)}",
+            f"node={self.num_nodes}",
+            f"billing={self.num_cpus}",
+            *self._gres_tres(),
+        ]
+        return ",".join(parts)
+
+    @property
+    def tres_alloc(self) -> str | None:
+        if self.extras.tres_alloc is not None:
+            return self.extras.tres_alloc or None
+        if self.is_pending or not self.job.nodes:
+            return None
+        return self.tres_req
+
+    @property
+    def tres_per_node(self) -> str | None:
+        if self.extras.tres_per_node is not None:
+            return self.extras.tres_per_node or None
+        spec = self.job.spec
+        items = [i.tres() for i in spec.gpus_per_node] + [i.tres() for i in spec.gres]
+        return ",".join(items) if items else None
+
+    @property
+    def tres_per_job(self) -> str | None:
+        if self.extras.tres_per_job is not None:
+            return self.extras.tres_per_job or None
+        items = [i.tres() for i in self.job.spec.gpus]
+        return ",".join(items) if items else None
+
+    @property
+    def tres_per_task(self) -> str | None:
+        if self.extras.tres_per_task is not None:
+            return self.extras.tres_per_task or None
+        items = [i.tres() for i in self.job.spec.gpus_per_task]
+        return ",".join(items) if items else None
+
+    @property
+    def tres_per_socket(self) -> str | None:
+        if self.extras.tres_per_socket is not None:
+            return self.extras.tres_per_socket or None
+        items = [i.tres() for i in self.job.spec.gpus_per_socket]
+        return ",".join(items) if items else None
+
+    @property
+    def mem_per_tres(self) -> str | None:
+        mb = self.job.spec.mem_per_gpu_mb
+        return f"gres:gpu:{mb}" if mb is not None else None
+
+    # --- placement and requests ----------------------------------------------------
+    @property
+    def nodes_str(self) -> str:
+        return hostlist_compress(self.job.nodes)
+
+    @property
+    def shared(self) -> str:
+        return _SHARED[self.job.spec.sharing]
+
+    @property
+    def dependency(self) -> str | None:
+        if self.extras.dependency is not None:
+            return self.extras.dependency or None
+        dep = self.job.spec.dependency
+        text = dep.display() if dep is not None else ""
+        return text or None
+
+    @property
+    def features(self) -> str | None:
+        return self.job.spec.constraint or None
+
+    @property
+    def command(self) -> str | None:
+        return self.job.command or None
+
+    @property
+    def nice(self) -> int:
+        return self.job.spec.nice or 0
+
+    @property
+    def requeue(self) -> bool:
+        spec = self.job.spec
+        return spec.requeue if spec.requeue is not None else self.site.job_requeue
+
+    @property
+    def time_limit(self) -> int:
+        return self.job.time_limit
+
+    @property
+    def time_min(self) -> int:
+        return self.job.spec.time_min or 0
+
+    @property
+    def batch_flag(self) -> bool:
+        return self.extras.batch_flag if self.extras.batch_flag is not None else True
+
+    @property
+    def batch_host(self) -> str | None:
+        if self.extras.batch_host is not None:
+            return self.extras.batch_host or None
+        if self.is_pending or not self.job.nodes:
+            return None
+        return self.job.nodes[0]
+
+    @property
+    def task_id_for_patterns(self) -> int:
+        job = self.job
+        return job.array_task_id if job.array_task_id is not None else NO_TASK
+
+    def _ctx(self) -> PatternContext:
+        job = self.job
+        return PatternContext(
+            job_id=job.job_id,
+            job_name=job.spec.name,
+            user=job.user,
+            workdir=job.spec.workdir,
+            array_job_id=job.array_job_id,
+            array_task_id=self.task_id_for_patterns,
+        )
+
+    @property
+    def stdout_raw(self) -> str | None:
+        if self.extras.stdout_raw is not None:
+            return self.extras.stdout_raw or None
+        return self.job.spec.stdout
+
+    @property
+    def stderr_raw(self) -> str | None:
+        if self.extras.stderr_raw is not None:
+            return self.extras.stderr_raw or None
+        return self.job.spec.stderr
+
+    @property
+    def stdin_raw(self) -> str | None:
+        if self.extras.stdin_raw is not None:
+            return self.extras.stdin_raw or None
+        return self.job.spec.stdin or "/dev/null"
+
+    @property
+    def stdout(self) -> str:
+        return expand_for_display(self.stdout_raw, self._ctx())
+
+    @property
+    def stderr(self) -> str:
+        return expand_for_display(self.stderr_raw or self.stdout_raw, self._ctx())
+
+    @property
+    def stdin(self) -> str:
+        raw = self.stdin_raw
+        return expand_for_display(None if raw == "/dev/null" else raw, self._ctx(), True)
+
+    @property
+    def end_time(self) -> float:
+        return self.job.end_time or 0.0
+
+    @property
+    def time_limit_is_infinite(self) -> bool:
+        return self.job.time_limit == INFINITE
+
+
+def job_values(
+    job: Job, extras: JobExtras | None = None, site: SiteDefaults | None = None
+) -> JobValues:
+    """JobValues for a job with optional extras and site defaults."""
+    return JobValues(job, extras or _NO_EXTRAS, site or SiteDefaults())

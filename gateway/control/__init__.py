@@ -1,0 +1,1 @@
+"""The gateway core: submission, scheduling loop, job control, configuration."""

@@ -1,0 +1,87 @@
+"""Array bookkeeping: splitting a task off an array's pending set, and naming targets
+(`123`, `123_4`, `123_[1-3]`) the way scancel and scontrol accept them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.compat.arrays import ArraySpec, IndexRange
+from gateway.compat.cnum import strtol
+
+__all__ = ["Target", "parse_targets", "remove_index"]
+
+
+def remove_index(spec: ArraySpec, index: int) -> ArraySpec | None:
+    """The pending set without `index`; None when nothing is left."""
+    ranges: list[IndexRange] = []
+    for r in spec.ranges:
+        if index not in r:
+            ranges.append(r)
+            continue
+        if r.first < index:
+            last = index - r.step
+            ranges.append(IndexRange(r.first, last, r.step if last > r.first else 1))
+        if index < r.last:
+            first = index + r.step
+            ranges.append(IndexRange(first, r.last, r.step if r.last > first else 1))
+    if not ranges:
+        return None
+    return ArraySpec(tuple(ranges), spec.throttle)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A job id with, for arrays, the task indices meant (None: the whole job or array)."""
+
+    job_id: int
+    tasks: tuple[int, ...] | None = None
+
+
+def _indices(body: str) -> tuple[int, ...] | None:
+    out: list[int] = []
+    for part in body.split(","):
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            return None
+        a, b = int(lo), int(hi) if dash else int(lo)
+        if b < a or b - a > 4_000_000:
+            return None
+        out.extend(range(a, b + 1))
+    return tuple(out)
+
+
+def parse_targets(text: str) -> list[Target] | None:
+    """Job ids as scancel/scontrol read them; None when one is malformed.
+
+    Accepts `12`, `12_3`, `12_[1-3,7]`, and lists of those separated by commas or spaces.
+    """
+    out: list[Target] = []
+    i = 0
+    s = text.strip()
+    while i < len(s):
+        if s[i] in ", ":
+            i += 1
+            continue
+        value, end = strtol(s, i)
+        if end == i or value <= 0 or value >= 2**32:
+            return None
+        tasks: tuple[int, ...] | None = None
+        if s[end : end + 2] == "_[":
+            close = s.find("]", end)
+            if close < 0:
+                return None
+            tasks = _indices(s[end + 2 : close])
+            if tasks is None:
+                return None
+            end = close + 1
+        elif s[end : end + 1] == "_":
+            t, end2 = strtol(s, end + 1)
+            if end2 == end + 1 or t < 0:
+                return None
+            tasks, end = (t,), end2
+        if end < len(s) and s[end] not in ", ":
+            return None
+        out.append(Target(value, tasks))
+        i = end
+    return out

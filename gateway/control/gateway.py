@@ -1,0 +1,495 @@
+"""The gateway's core: job records in memory and in the store, the scheduling loop, and the
+translation of backend events into job states.
+
+All mutations happen on the asyncio loop thread; durability goes through the group
+committer (a write is acknowledged only once committed). After a restart, `start()`
+reloads unfinished jobs and reconciles running ones with their backend, so nothing is lost
+and nothing runs twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+from gateway.compat.errors import CompatError
+from gateway.compat.optypes import EarlyExit
+from gateway.control.arraytasks import remove_index
+from gateway.control.backends import places_itself
+from gateway.control.config import GatewayConfig
+from gateway.control.jobtable import JobTable
+from gateway.control.snapshots import build_snapshot, free_resources
+from gateway.control.submit import (
+    Caller,
+    NeedScript,
+    SbatchCall,
+    build_job,
+    parse_call,
+    submit_message,
+)
+from gateway.control.transitions import after_event, ended, requeued
+from gateway.model.backend import Backend, BackendError, BackendEvent, Launch
+from gateway.model.cluster import ClusterState
+from gateway.model.job import Job
+from gateway.model.state import JobState, Reason
+from gateway.scheduler.catalog import DEFAULT_PLUGINS, FACTORIES
+from gateway.scheduler.cycle import Decision, run_cycle
+from gateway.scheduler.plugins import Registry
+from gateway.scheduler.snapshot import NodeFree, Snapshot
+from gateway.store.base import JobQuery, StoredEvent, Submission
+from gateway.store.committer import GroupCommitter
+from gateway.store.sqlite import Batch, SqliteStore
+
+__all__ = ["Gateway", "SubmitOutcome"]
+
+log = logging.getLogger("caldera.gateway")
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitOutcome:
+    """What the sbatch client prints and returns."""
+
+    job_id: int | None
+    stdout: str
+    stderr: str
+    exit_code: int
+    wait: bool = False  # sbatch --wait: the client waits for the job to end
+    need_script: NeedScript | None = None  # the client guessed the script wrong: retry
+
+
+class Gateway:
+    """Jobs, their scheduling, and their backends."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        store: SqliteStore,
+        backends: dict[str, Backend],
+        clock: Callable[[], float] = time.time,
+        sites: dict[str, ClusterState] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.committer = GroupCommitter(store)
+        self.backends = backends
+        self.clock = clock
+        self.jobs = JobTable()
+        self._finished_at: dict[int, float] = {}
+        self.next_id = store.max_job_id() + 1
+        self.registry = Registry.build(config.plugins or DEFAULT_PLUGINS, FACTORIES)
+        self.clusters: dict[str, ClusterState] = {n: b.describe() for n, b in backends.items()}
+        self.sites = dict(sites or {})  # clusters described by configuration, not backends
+        self.clusters.update(self.sites)
+        self._wake: asyncio.Event | None = None
+        self._launch_slots = asyncio.Semaphore(8)
+        self._task: asyncio.Task[None] | None = None
+        self.cycles = 0
+        self._gres_types: tuple[tuple[ClusterState, ...], tuple[str, ...]] | None = None
+        # cluster -> (no launches before this monotonic time, current delay, waiting reason)
+        self._backoff: dict[str, tuple[float, float, Reason]] = {}
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Reload unfinished jobs, reconcile running ones, start the scheduling loop."""
+        self._wake = asyncio.Event()
+        for job in await asyncio.to_thread(self.store.active):
+            self.jobs[job.job_id] = job
+        running = [j for j in self.jobs.values() if j.state.is_active]
+        for name, backend in self.backends.items():
+            mine = [j for j in running if j.cluster == name]
+            events = await asyncio.to_thread(backend.reconcile, mine)
+            await self._apply_events(events)
+        self._task = asyncio.create_task(self._loop(), name="caldera-scheduler")
+
+    async def stop(self) -> None:
+        """Stop the loop (running jobs keep running) and flush the store."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await asyncio.to_thread(self.committer.close)
+        for backend in self.backends.values():
+            close = getattr(backend, "close", None)
+            if callable(close):
+                await asyncio.to_thread(close)
+
+    def wake(self) -> None:
+        """Ask for a scheduling cycle soon."""
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _loop(self) -> None:
+        """Cycle when woken (a submission, a finished job) or every cycle_interval_s, but
+        at most every min_cycle_gap_s: a burst of submissions shares one cycle."""
+        assert self._wake is not None
+        last = 0.0
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.config.cycle_interval_s)
+            gap = self.config.min_cycle_gap_s - (time.monotonic() - last)
+            if gap > 0:
+                await asyncio.sleep(gap)
+            self._wake.clear()
+            last = time.monotonic()
+            try:
+                await self.cycle_once()
+            except Exception:
+                log.exception("scheduling cycle failed")
+
+    # --- ids and persistence --------------------------------------------------------
+
+    def _alloc_id(self) -> int:
+        job_id = self.next_id
+        self.next_id += 1
+        return job_id
+
+    def _remember(self, job: Job) -> None:
+        self.jobs[job.job_id] = job
+        if job.state.is_finished:
+            self._finished_at.setdefault(job.job_id, self.clock())
+
+    def _forget_old(self) -> None:
+        horizon = self.clock() - self.config.min_job_age_s
+        for job_id, at in list(self._finished_at.items()):
+            if at < horizon:
+                self._finished_at.pop(job_id, None)
+                self.jobs.pop(job_id, None)
+
+    async def _commit(self, jobs: Iterable[Job], kind: str, **detail: object) -> None:
+        """Make job changes current now (in call order, on the loop thread) and durable
+        before returning; the committer keeps the same order, so store and memory agree."""
+        now = self.clock()
+        updates = list(jobs)
+        if not updates:
+            return
+        events = [
+            StoredEvent(j.job_id, now, kind, {"state": j.state.long, **detail}) for j in updates
+        ]
+        for job in updates:
+            self._remember(job)
+        await self.committer.commit(Batch(updates=updates, events=events))
+
+    # --- submission -----------------------------------------------------------------
+
+    async def sbatch(self, call: SbatchCall, caller: Caller) -> SubmitOutcome:
+        """Parse, check, store durably, then answer with sbatch's output."""
+        now = self.clock()
+        try:
+            request = parse_call(call, caller, now, self.config.max_array_size, self.gres_types())
+            job_id = self._alloc_id()
+            job = build_job(
+                job_id,
+                request,
+                call,
+                caller,
+                now,
+                self.clusters,
+                self.config.def_mem_per_cpu_mb,
+                None if self.config.accept_any_qos else frozenset(self.config.qos),
+            )
+        except CompatError as exc:
+            return SubmitOutcome(None, "", exc.render("sbatch"), exc.exit_code)
+        except EarlyExit as done:  # --help, --usage, --version, --gres=help
+            return SubmitOutcome(None, done.stdout, "", done.code)
+        except NeedScript as need:
+            return SubmitOutcome(None, "", "", 0, need_script=need)
+        if request.test_only:
+            return self._test_only(job)
+        env = {k: v for k, v in call.env.items()}
+        await self.committer.commit(
+            Batch(
+                submissions=[Submission(job, request.script, env)],
+                events=[StoredEvent(job.job_id, now, "submit", {"uid": caller.uid})],
+            )
+        )
+        self._remember(job)
+        self.wake()
+        out, err = submit_message(job.job_id, request)
+        return SubmitOutcome(job.job_id, out, err, 0, request.wait)
+
+    def _test_only(self, job: Job) -> SubmitOutcome:
+        snap = self._snapshot([job])
+        result = run_cycle(snap, self.registry)
+        start = self.clock()
+        nodes = ",".join(p.node for p in result.starts[0].placement) if result.starts else ""
+        cpus = sum(p.cpus for p in result.starts[0].placement) if result.starts else 0
+        from gateway.compat.job_fields import slurm_time
+
+        msg = (
+            f"sbatch: Job {job.job_id} to start at {slurm_time(int(start))} using {cpus} "
+            f"processors on nodes {nodes} in partition {job.partition.split(',')[0]}\n"
+        )
+        return SubmitOutcome(None, "", msg, 0)
+
+    def gres_types(self) -> tuple[str, ...]:
+        """The generic resources some node of some cluster has (Slurm's GresTypes); read on
+        every submission, so recomputed only when a cluster's description changes."""
+        key = tuple(self.clusters.values())  # held, so that identity means "unchanged"
+        cached = self._gres_types
+        if (
+            cached is None
+            or len(cached[0]) != len(key)
+            or any(a is not b for a, b in zip(cached[0], key, strict=True))
+        ):
+            clusters = self.clusters.values()
+            names = {name for c in clusters for n in c.nodes for name, _, _ in n.gres}
+            names |= {"gpu"} if any(n.gpus for c in clusters for n in c.nodes) else set()
+            cached = self._gres_types = (key, tuple(sorted(names)))
+        return cached[1]
+
+    # --- queries --------------------------------------------------------------------
+
+    def visible_jobs(self) -> list[Job]:
+        """Every job squeue shows (unfinished, and finished within MinJobAge)."""
+        return sorted(self.jobs.values(), key=lambda j: j.job_id)
+
+    async def find(self, job_id: int) -> Job | None:
+        """A job by id, from memory or the store."""
+        job = self.jobs.get(job_id)
+        if job is not None:
+            return job
+        return await asyncio.to_thread(self.store.get, job_id)
+
+    async def array_members(self, array_job_id: int) -> list[Job]:
+        """Every record of an array (its pending meta record and its tasks)."""
+        q = JobQuery(job_ids=[array_job_id])
+        stored = {j.job_id: j for j in await asyncio.to_thread(self.store.query, q)}
+        for job in self.jobs.job_or_array(array_job_id):
+            stored[job.job_id] = job
+        return sorted(stored.values(), key=lambda j: (j.array_task_id or -1, j.job_id))
+
+    # --- scheduling -----------------------------------------------------------------
+
+    def _self_placing(self) -> frozenset[str]:
+        return frozenset(n for n, b in self.backends.items() if places_itself(b))
+
+    def free_resources(self) -> dict[str, NodeFree]:
+        """What is free on every node now (cpus, memory, GPU indices)."""
+        return free_resources(self.jobs, self.clusters, self._self_placing())
+
+    def _snapshot(self, extra: Iterable[Job] = ()) -> Snapshot:
+        return build_snapshot(
+            self.jobs,
+            self.clusters,
+            self.backends,
+            self._self_placing(),
+            self.clock(),
+            self.config.def_mem_per_cpu_mb,
+            lambda job_id: self.store.query(JobQuery(job_ids=[job_id])),
+            extra,
+        )
+
+    async def cycle_once(self) -> None:
+        """Poll backends, then run one scheduling cycle and apply its decisions."""
+        for name, backend in self.backends.items():
+            if name not in self.sites:
+                self.clusters[name] = backend.describe()
+        for backend in self.backends.values():
+            events = backend.poll()
+            if events:
+                await self._apply_events(events)
+        self._forget_old()
+        snap = self._snapshot()
+        if not snap.pending:
+            return
+        result = run_cycle(snap, self.registry)
+        self.cycles += 1
+        changed: list[Job] = []
+        for job_id, reason in result.reasons.items():
+            job = self.jobs.get(job_id)
+            if job is not None and job.reason is not reason and job.state is JobState.PENDING:
+                changed.append(replace(job, reason=reason))
+        for job_id, reason in result.never.items():
+            job = self.jobs.get(job_id)
+            if job is None or job.state is not JobState.PENDING:
+                continue
+            if job.spec.kill_on_invalid_dep:
+                changed.append(self.ended(job, JobState.CANCELLED, reason=reason))
+            elif job.reason is not reason:
+                changed.append(replace(job, reason=reason))
+        starts = self._not_backed_off(result.starts, changed)
+        await self._commit(changed, "reason")
+        prepared = [(d, self._prepare_start(d)) for d in starts]
+        # launches block (a supervisor process starts): run them off the loop, in parallel
+        await asyncio.gather(*(self._launch(p[0], p[1], d) for d, p in prepared if p is not None))
+
+    def _not_backed_off(self, starts: Iterable[Decision], changed: list[Job]) -> list[Decision]:
+        """The starts whose cluster is not backing off after a retryable refusal; the others
+        keep waiting with the refusal's reason (appended to `changed`)."""
+        now = time.monotonic()
+        out: list[Decision] = []
+        for decision in starts:
+            held = self._backoff.get(decision.cluster)
+            if held is None or now >= held[0]:
+                out.append(decision)
+                continue
+            job = self.jobs.get(decision.job.job_id)
+            if job is not None and job.reason is not held[2]:
+                changed.append(replace(job, reason=held[2]))
+        return out
+
+    def _back_off(self, cluster: str, reason: Reason) -> None:
+        """No launches to `cluster` for a while: 0.5 s after a first refusal, doubling up to
+        30 s while refusals continue; a successful launch resets it."""
+        previous = self._backoff.get(cluster)
+        delay = min(previous[1] * 2, 30.0) if previous else 0.5
+        self._backoff[cluster] = (time.monotonic() + delay, delay, reason)
+
+    def _prepare_start(self, decision: Decision) -> tuple[list[Job], Job] | None:
+        """Split the task off its array (synchronously: the meta record changes now) and
+        build the RUNNING record; None when the job is no longer pending."""
+        job = self.jobs.get(decision.job.job_id)
+        if job is None or job.state is not JobState.PENDING:
+            return None
+        records: list[Job] = []
+        if decision.task is not None and job.array_pending is not None:
+            task, meta = self.split_task(job, decision.task)
+            if meta is not None:
+                records.append(meta)
+                self.jobs[meta.job_id] = meta
+        else:
+            task = job
+        placement = decision.placement
+        now = self.clock()
+        running = replace(
+            task,
+            state=JobState.RUNNING,
+            reason=Reason.NONE,
+            start_time=now,
+            eligible_time=task.eligible_time or now,
+            nodes=tuple(p.node for p in placement),
+            placement=placement,
+            num_cpus=sum(p.cpus for p in placement),
+            partition=self._partition_for(task, placement[0].node),
+            cluster=decision.cluster,
+        )
+        self.jobs[running.job_id] = running
+        return records, running
+
+    async def _launch(self, records: list[Job], running: Job, decision: Decision) -> None:
+        """Persist, then hand the job to its backend (off the event loop)."""
+        script_id = running.array_job_id or running.job_id
+        script_env = await asyncio.to_thread(self.store.script, script_id)
+        script, env = script_env if script_env else ("#!/bin/sh\n", {})
+        # durable first: a restart must find the job RUNNING and reconcile, never start twice;
+        # the array's meta record may have moved on since (other tasks split off): write its
+        # current version, never the one this task saw
+        latest = [self.jobs.get(r.job_id, r) for r in records]
+        await self._commit([*latest, running], "start", nodes=list(running.nodes))
+
+        launch = Launch(
+            job=running,
+            script=script,
+            environment=env,
+            placement=decision.placement,
+            partition=running.partition,
+            cluster=decision.cluster,
+        )
+        backend = self.backends[decision.cluster]
+        try:
+            async with self._launch_slots:
+                backend_id = await asyncio.to_thread(backend.submit, launch)
+        except BackendError as exc:
+            if not exc.retryable:
+                await self._launch_failed(running, exc)
+                return
+            # not now (unreachable, or full for now): the job waits, and the next submission
+            # of the same run finds a copy that did reach it by its tag (never a second job)
+            reason = exc.waiting_reason or Reason.CLUSTER_UNREACHABLE
+            log.warning(
+                "cluster %s refused job %s for now: %s", decision.cluster, running.job_id, exc
+            )
+            self._back_off(decision.cluster, reason)
+            back = replace(
+                self.jobs.get(running.job_id, running),
+                state=JobState.PENDING,
+                reason=reason,
+                start_time=None,
+                nodes=(),
+                placement=(),
+                num_cpus=0,
+                backend_id=None,
+            )
+            await self._commit([back], "launch-deferred", error=str(exc)[:200])
+            return
+        except Exception as exc:  # noqa: BLE001 - any other launch failure fails this job only
+            await self._launch_failed(running, exc)
+            return
+        self._backoff.pop(decision.cluster, None)
+        current = self.jobs.get(running.job_id, running)
+        await self._commit([replace(current, backend_id=backend_id)], "backend-id")
+
+    async def _launch_failed(self, running: Job, exc: Exception) -> None:
+        """The backend refused the job: it ends FAILED (JobLaunchFailure) with the reason."""
+        log.warning("launch of job %s failed: %s", running.job_id, exc)
+        current = self.jobs.get(running.job_id, running)
+        failed = self.ended(current, JobState.FAILED, 1 << 8, Reason.JOB_LAUNCH_FAILURE)
+        await self._commit([replace(failed, state_desc=str(exc)[:200])], "launch-failed")
+
+    def _partition_for(self, job: Job, node: str) -> str:
+        wanted = job.partition.split(",")
+        for cluster in self.clusters.values():
+            for n in cluster.nodes:
+                if n.name == node:
+                    for name in wanted:
+                        if name in n.partitions:
+                            return name
+        return wanted[0]
+
+    async def _apply_events(self, events: Iterable[BackendEvent]) -> None:
+        updates: dict[int, Job] = {}
+        steps = []
+        for ev in events:
+            if ev.step is not None:
+                steps.append(ev.step)
+            job = updates.get(ev.job_id) or self.jobs.get(ev.job_id)
+            if job is None or ev.run != job.restart_count:
+                continue  # unknown, or a run from before a requeue
+            out = after_event(job, ev, self.config.job_requeue, self.clock())
+            if out is not None:
+                updates[job.job_id] = out
+        if steps:
+            await self.committer.commit(Batch(steps=steps))
+        await self._commit(updates.values(), "backend")
+        if updates:
+            self.wake()
+
+    # --- helpers for control operations (ops.py) --------------------------------------
+
+    def backend_for(self, job: Job) -> Backend | None:
+        """The backend a job runs on."""
+        return self.backends.get(job.cluster)
+
+    async def commit(self, jobs: Iterable[Job], kind: str, **detail: object) -> None:
+        """Persist changed jobs (used by control operations)."""
+        await self._commit(jobs, kind, **detail)
+        self.wake()
+
+    def ended(
+        self,
+        job: Job,
+        state: JobState,
+        exit_code: int = 0,
+        reason: Reason = Reason.NONE,
+        by: int | None = None,
+    ) -> Job:
+        """A finished copy of a job (`by`: the uid that cancelled it)."""
+        return replace(ended(job, state, self.clock(), exit_code, reason), cancelled_by=by)
+
+    def requeued(self, job: Job) -> Job:
+        """A requeued copy of a job."""
+        return requeued(job)
+
+    def split_task(self, meta: Job, index: int) -> tuple[Job, Job | None]:
+        """Take one pending task out of an array meta record: (task record, new meta)."""
+        assert meta.array_pending is not None
+        remaining = remove_index(meta.array_pending, index)
+        if remaining is None:
+            return replace(meta, array_task_id=index, array_pending=None), None
+        task = replace(meta, job_id=self._alloc_id(), array_task_id=index, array_pending=None)
+        return task, replace(meta, array_pending=remaining)

@@ -1,0 +1,351 @@
+"""Job control as scancel and scontrol do it: signal/cancel, hold, release, requeue, update.
+
+Users act only on their own jobs; operators (root and configured uids) on all. Each
+operation answers per job with Slurm's error code, so the commands can print Slurm's
+messages (`scancel: error: Kill job error on job id 12: Access/permission denied`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from gateway.compat.dependency import DependencyError, parse_dependency
+from gateway.compat.duration import INFINITE, NO_VAL, time_str_to_mins
+from gateway.compat.slurm_errors import SlurmErrno
+from gateway.control.arraytasks import Target
+from gateway.control.gateway import Gateway
+from gateway.control.submit import Caller, priority_for
+from gateway.model.backend import BackendError
+from gateway.model.job import Hold, Job
+from gateway.model.state import JobState, Reason
+
+__all__ = ["OpResult", "apply_update", "cancel", "hold", "release", "requeue"]
+
+
+@dataclass(frozen=True, slots=True)
+class OpResult:
+    """The outcome for one target: None when it worked, else Slurm's error."""
+
+    target: str
+    error: SlurmErrno | None = None
+
+
+def _allowed(job: Job, caller: Caller) -> bool:
+    return caller.operator or job.uid == caller.uid
+
+
+async def _resolve(gw: Gateway, target: Target) -> list[tuple[Job, int | None]]:
+    """(record, task index to split from a pending meta record, or None) per matched job."""
+    members = await gw.array_members(target.job_id)
+    if not members:
+        job = await gw.find(target.job_id)
+        if job is None:
+            return []
+        members = [job]
+    out: list[tuple[Job, int | None]] = []
+    if target.tasks is None:
+        direct = [m for m in members if m.job_id == target.job_id]
+        if direct and not direct[0].array_job_id:
+            return [(direct[0], None)]
+        return [(m, None) for m in members if m.array_job_id == target.job_id or m is direct[0]]
+    for index in target.tasks:
+        found = False
+        for m in members:
+            if m.array_task_id == index:
+                out.append((m, None))
+                found = True
+            elif m.is_array_meta and m.array_pending is not None and index in m.array_pending:
+                out.append((m, index))
+                found = True
+        if not found:
+            return out
+    return out
+
+
+def _name(target: Target) -> str:
+    if target.tasks is None:
+        return str(target.job_id)
+    if len(target.tasks) == 1:
+        return f"{target.job_id}_{target.tasks[0]}"
+    return f"{target.job_id}_[{','.join(map(str, target.tasks))}]"
+
+
+async def cancel(
+    gw: Gateway,
+    targets: Sequence[Target],
+    caller: Caller,
+    signal: int | None = None,
+    batch_only: bool = False,
+    filters: Mapping[str, object] | None = None,
+) -> list[OpResult]:
+    """scancel: pending jobs end CANCELLED at once; running ones are signalled."""
+    results: list[OpResult] = []
+    for target in targets:
+        matched = await _resolve(gw, target)
+        if not matched:
+            results.append(OpResult(_name(target), SlurmErrno.INVALID_JOB_ID))
+            continue
+        err: SlurmErrno | None = None
+        changed: list[Job] = []
+        for job, index in matched:
+            job = gw.jobs.get(job.job_id, job)
+            if not _allowed(job, caller):
+                err = SlurmErrno.ACCESS_DENIED
+                continue
+            if job.state.is_finished:
+                err = err or SlurmErrno.ALREADY_DONE
+                continue
+            if index is not None:
+                task, meta = gw.split_task(job, index)
+                if meta is not None:
+                    changed.append(meta)
+                    gw.jobs[meta.job_id] = meta
+                job = task
+            if job.state is JobState.PENDING and not job.backend_id:
+                if signal is None or signal in (9, 15):
+                    changed.append(gw.ended(job, JobState.CANCELLED, by=caller.uid))
+                continue
+
+            refused = await _call_backend(gw, job, "cancel", signal, batch_only)
+            if refused is not None:
+                err = refused
+            elif signal is None:
+                changed.append(replace(job, cancelled_by=caller.uid))
+        await gw.commit(changed, "cancel", by=caller.uid)
+        results.append(OpResult(_name(target), err))
+    return results
+
+
+async def _call_backend(gw: Gateway, job: Job, action: str, *args: object) -> SlurmErrno | None:
+    """Run a backend's operation on a job off the event loop (it may talk to a cluster);
+    a refusal comes back as the Slurm error it carries (`errno`), else as NOT_SUPPORTED
+    (the backend cannot do it, e.g. a signal a pod cannot receive) or INTERNAL."""
+    method = getattr(gw.backend_for(job), action, None)
+    if not callable(method):
+        return None
+    try:
+        await asyncio.to_thread(method, job, *args)
+    except BackendError as exc:
+        code = getattr(exc, "errno", None)
+        fallback = SlurmErrno.INTERNAL if exc.retryable else SlurmErrno.NOT_SUPPORTED
+        return next((e for e in SlurmErrno if e.code == code), fallback)
+    except Exception as exc:  # noqa: BLE001 - reported as Slurm reports a refusal
+        code = getattr(exc, "errno", None)
+        return next((e for e in SlurmErrno if e.code == code), SlurmErrno.INTERNAL)
+    return None
+
+
+async def _forward(gw: Gateway, job: Job, action: str, *args: object) -> SlurmErrno | None:
+    """Jobs a backend queues itself (Slurm) are held/released/updated there too."""
+    if not job.backend_id:
+        return None
+    return await _call_backend(gw, job, action, *args)
+
+
+async def hold(
+    gw: Gateway, targets: Sequence[Target], caller: Caller, user_hold: bool = True
+) -> list[OpResult]:
+    """scontrol hold/uhold: pending jobs get priority 0 and JobHeldUser (JobHeldAdmin)."""
+    kind = Hold.USER if (user_hold or not caller.operator) else Hold.ADMIN
+    reason = Reason.JOB_HELD_USER if kind is Hold.USER else Reason.JOB_HELD_ADMIN
+    return await _each(
+        gw,
+        targets,
+        caller,
+        lambda j: replace(j, hold=kind, priority=0, reason=reason),
+        require_pending=True,
+        kind="hold",
+        denied=SlurmErrno.USER_ID_MISSING,
+        forward=lambda j: _forward(gw, j, "hold", kind is Hold.ADMIN),
+    )
+
+
+async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> list[OpResult]:
+    """scontrol release: users may lift only their own user holds."""
+    results: list[OpResult] = []
+    for target in targets:
+        matched = await _resolve(gw, target)
+        if not matched:
+            results.append(OpResult(_name(target), SlurmErrno.INVALID_JOB_ID))
+            continue
+        changed: list[Job] = []
+        err: SlurmErrno | None = None
+        for job, _ in matched:
+            job = gw.jobs.get(job.job_id, job)
+            if not _allowed(job, caller):
+                err = SlurmErrno.USER_ID_MISSING
+                continue
+            if job.hold is Hold.ADMIN and not caller.operator:
+                err = SlurmErrno.ACCESS_DENIED
+                continue
+            if job.state is not JobState.PENDING:
+                err = err or SlurmErrno.JOB_NOT_PENDING
+                continue
+            refused = await _forward(gw, job, "release")
+            if refused is not None:
+                err = refused
+                continue
+            changed.append(
+                replace(
+                    job,
+                    hold=None,
+                    reason=Reason.NONE,
+                    priority=priority_for(job.job_id, job.spec.nice),
+                )
+            )
+        await gw.commit(changed, "release", by=caller.uid)
+        results.append(OpResult(_name(target), err))
+    return results
+
+
+async def requeue(
+    gw: Gateway, targets: Sequence[Target], caller: Caller, hold_after: bool = False
+) -> list[OpResult]:
+    """scontrol requeue[hold]: back to pending, restart count + 1 (running jobs are killed)."""
+    results: list[OpResult] = []
+    for target in targets:
+        matched = await _resolve(gw, target)
+        if not matched:
+            results.append(OpResult(_name(target), SlurmErrno.INVALID_JOB_ID))
+            continue
+        changed: list[Job] = []
+        err: SlurmErrno | None = None
+        for job, index in matched:
+            job = gw.jobs.get(job.job_id, job)
+            if not _allowed(job, caller):
+                err = SlurmErrno.ACCESS_DENIED
+                continue
+            if job.state is JobState.PENDING or index is not None:
+                err = err or SlurmErrno.JOB_PENDING
+                continue
+            if job.spec.requeue is False:
+                err = err or SlurmErrno.DISABLED
+                continue
+            if job.state.is_active:
+                refused = await _call_backend(gw, job, "cancel", 9, False)
+                if refused is not None:
+                    err = refused
+                    continue
+            again = gw.requeued(job)
+            if hold_after:
+                again = replace(again, hold=Hold.USER, priority=0, reason=Reason.JOB_HELD_USER)
+            changed.append(again)
+        await gw.commit(changed, "requeue", by=caller.uid)
+        results.append(OpResult(_name(target), err))
+    return results
+
+
+async def _each(
+    gw: Gateway,
+    targets: Sequence[Target],
+    caller: Caller,
+    change: object,
+    require_pending: bool,
+    kind: str,
+    denied: SlurmErrno = SlurmErrno.ACCESS_DENIED,
+    forward: Callable[[Job], Awaitable[SlurmErrno | None]] | None = None,
+) -> list[OpResult]:
+    results: list[OpResult] = []
+    for target in targets:
+        matched = await _resolve(gw, target)
+        if not matched:
+            results.append(OpResult(_name(target), SlurmErrno.INVALID_JOB_ID))
+            continue
+        changed: list[Job] = []
+        err: SlurmErrno | None = None
+        for job, _ in matched:
+            job = gw.jobs.get(job.job_id, job)
+            if not _allowed(job, caller):
+                err = denied
+                continue
+            if require_pending and job.state is not JobState.PENDING:
+                err = err or SlurmErrno.JOB_NOT_PENDING
+                continue
+            refused = await forward(job) if forward is not None else None
+            if refused is not None:
+                err = refused
+                continue
+            changed.append(change(job))  # type: ignore[operator]
+        await gw.commit(changed, kind, by=caller.uid)
+        results.append(OpResult(_name(target), err))
+    return results
+
+
+def _update_one(job: Job, key: str, value: str, caller: Caller) -> Job | SlurmErrno:
+    spec = job.spec
+    k = key.lower()
+    if k == "timelimit":
+        minutes = time_str_to_mins(value)
+        if minutes == NO_VAL:
+            return SlurmErrno.INVALID_TIME_VALUE
+        minutes = INFINITE if minutes == 0 else minutes
+        if not caller.operator and (minutes == INFINITE or minutes > job.time_limit):
+            return SlurmErrno.ACCESS_DENIED
+        return replace(job, time_limit=minutes, spec=replace(spec, time_limit=minutes))
+    if k == "partition":
+        if job.state is not JobState.PENDING:
+            return SlurmErrno.JOB_NOT_PENDING
+        parts = tuple(p for p in value.split(",") if p)
+        return replace(job, partition=",".join(parts), spec=replace(spec, partitions=parts))
+    if k == "dependency":
+        if job.state is not JobState.PENDING:
+            return SlurmErrno.JOB_NOT_PENDING
+        try:
+            dep = parse_dependency(value)
+        except DependencyError as exc:
+            return exc.errno
+        return replace(
+            job, reason=Reason.NONE, spec=replace(spec, dependency=dep if dep.items else None)
+        )
+    if k == "nice":
+        from gateway.compat.cnum import strtol
+
+        nice, end = strtol(value)
+        if end != len(value) or abs(nice) > 0x80000000 - 3:
+            return SlurmErrno.INVALID_NICE
+        if nice < 0 and not caller.operator:
+            return SlurmErrno.ACCESS_DENIED
+        new = replace(job, spec=replace(spec, nice=nice))
+        if job.hold is None and job.state is JobState.PENDING:
+            new = replace(new, priority=priority_for(job.job_id, nice))
+        return new
+    if k == "jobname" or k == "name":
+        return replace(job, spec=replace(spec, name=value))
+    if k == "comment":
+        return replace(job, spec=replace(spec, comment=value))
+    if k == "timemin":
+        minutes = time_str_to_mins(value)
+        if minutes == NO_VAL:
+            return SlurmErrno.INVALID_TIME_VALUE
+        return replace(job, spec=replace(spec, time_min=minutes or None))
+    return SlurmErrno.NOT_SUPPORTED
+
+
+async def apply_update(
+    gw: Gateway, target: Target, fields: Mapping[str, str], caller: Caller
+) -> OpResult:
+    """scontrol update JobId=... Key=Value...: all fields or none."""
+    matched = await _resolve(gw, target)
+    if not matched:
+        return OpResult(_name(target), SlurmErrno.INVALID_JOB_ID)
+    changed: list[Job] = []
+    for job, _ in matched:
+        job = gw.jobs.get(job.job_id, job)
+        if not _allowed(job, caller):
+            return OpResult(_name(target), SlurmErrno.USER_ID_MISSING)
+        if job.state.is_finished:
+            return OpResult(_name(target), SlurmErrno.JOB_FINISHED)
+        for key, value in fields.items():
+            out = _update_one(job, key, value, caller)
+            if isinstance(out, SlurmErrno):
+                return OpResult(_name(target), out)
+            if key.lower() == "timelimit":
+                refused = await _forward(gw, out, "update_time_limit", out.time_limit)
+                if refused is not None:
+                    return OpResult(_name(target), refused)
+            job = out
+        changed.append(job)
+    await gw.commit(changed, "update", by=caller.uid, fields=dict(fields))
+    return OpResult(_name(target), None)

@@ -1,0 +1,122 @@
+"""The local site: its nodes and partitions as a ClusterState, and the submit-time checks
+slurmctld makes against a site (partition names, whether any node could ever fit a job).
+"""
+
+from __future__ import annotations
+
+from gateway.compat.duration import NO_VAL, time_str_to_mins
+from gateway.compat.slurm_errors import SlurmErrno
+from gateway.compat.verify import SubmitError
+from gateway.control.config import GatewayConfig
+from gateway.model.cluster import ClusterState, Gpu, Node, Partition
+from gateway.model.jobspec import JobSpec
+from gateway.scheduler.request import constraint_satisfied, node_request
+
+__all__ = ["check_request", "local_cluster", "pick_partitions"]
+
+
+def _minutes(text: str | None) -> int | None:
+    if text is None:
+        return None
+    value = time_str_to_mins(text)
+    if value == NO_VAL:
+        raise ValueError(f"invalid time {text!r} in the partition configuration")
+    return value
+
+
+def local_cluster(config: GatewayConfig) -> ClusterState:
+    """The local backend's nodes and partitions from the configuration."""
+    names = tuple(n.name for n in config.nodes)
+    partitions = tuple(
+        Partition(
+            name=p.name,
+            nodes=p.nodes or names,
+            default=p.default,
+            max_time=_minutes(p.max_time) or 0,
+            default_time=_minutes(p.default_time),
+        )
+        for p in config.partitions
+    )
+    if partitions and not any(p.default for p in partitions):
+        first = partitions[0]
+        partitions = (
+            Partition(
+                name=first.name,
+                nodes=first.nodes,
+                default=True,
+                max_time=first.max_time,
+                default_time=first.default_time,
+            ),
+            *partitions[1:],
+        )
+    nodes = tuple(
+        Node(
+            name=n.name,
+            cpus=n.cpus,
+            memory_mb=n.memory_mb,
+            partitions=tuple(p.name for p in partitions if n.name in p.nodes),
+            features=n.features,
+            gres=(("gpu", None, n.gpus),) if n.gpus else (),
+            gpus=tuple(Gpu(index=i) for i in range(n.gpus)),
+        )
+        for n in config.nodes
+    )
+    return ClusterState(name=config.cluster_name, nodes=nodes, partitions=partitions)
+
+
+def pick_partitions(spec: JobSpec, clusters: dict[str, ClusterState]) -> tuple[str, ...]:
+    """The partitions a job may use; raises Slurm's "Invalid partition name" otherwise."""
+    known = {p.name for c in clusters.values() for p in c.partitions}
+    if spec.partitions:
+        for name in spec.partitions:
+            if name not in known:
+                raise SubmitError(SlurmErrno.INVALID_PARTITION_NAME)
+        return spec.partitions
+    for cluster in clusters.values():
+        default = cluster.default_partition
+        if default is not None:
+            return (default.name,)
+    raise SubmitError(SlurmErrno.DEFAULT_PARTITION_NOT_SET)
+
+
+def check_request(
+    spec: JobSpec,
+    partitions: tuple[str, ...],
+    clusters: dict[str, ClusterState],
+    def_mem_per_cpu_mb: int,
+) -> None:
+    """Reject a request no node of its partitions could ever hold, as slurmctld does."""
+    from gateway.compat.hostlist import expand
+
+    nodelist = tuple(expand(spec.nodelist)) if spec.nodelist else ()
+    req = node_request(spec, nodelist)
+    for cluster in clusters.values():
+        for pname in partitions:
+            part = cluster.partition(pname)
+            if part is None:
+                continue
+            members = [n for n in cluster.nodes if n.name in part.nodes]
+            if nodelist and any(name not in part.nodes for name in nodelist):
+                continue
+            fitting = [
+                n
+                for n in members
+                if n.cpus >= req.cpus
+                and (
+                    req.memory_mb is None
+                    or req.memory_for(req.cpus, def_mem_per_cpu_mb, n.memory_mb) <= n.memory_mb
+                )
+                and n.gpu_count(req.gpu_type) >= req.gpus
+                and constraint_satisfied(req.constraint, n.features)
+            ]
+            if len(fitting) >= req.nodes:
+                return
+            if spec.constraint and not any(
+                constraint_satisfied(spec.constraint, n.features) for n in members
+            ):
+                raise SubmitError(SlurmErrno.INVALID_FEATURE)
+    if nodelist:
+        known = {n.name for c in clusters.values() for n in c.nodes}
+        if any(name not in known for name in nodelist):
+            raise SubmitError(SlurmErrno.INVALID_NODE_NAME)
+    raise SubmitError(SlurmErrno.REQUESTED_NODE_CONFIG_UNAVAILABLE)

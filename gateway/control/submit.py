@@ -1,0 +1,172 @@
+"""From an sbatch invocation to a Job record: parse, check against the site, fill defaults.
+
+This is what sbatch and slurmctld do together before a job id exists; it is pure (clock,
+caller and site are arguments) so that it can be tested without a running gateway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gateway.compat.errors import CompatError
+from gateway.compat.optypes import ParseContext
+from gateway.compat.sbatch import SbatchRequest, first_pass, second_pass
+from gateway.compat.script import check_script, wrap_script
+from gateway.compat.slurm_errors import SlurmErrno
+from gateway.compat.verify import SubmitError
+from gateway.control.site import check_request, pick_partitions
+from gateway.model.cluster import ClusterState
+from gateway.model.job import Hold, Job
+from gateway.model.jobspec import JobSpec
+from gateway.model.state import JobState, Reason
+
+__all__ = [
+    "Caller",
+    "NeedScript",
+    "SbatchCall",
+    "build_job",
+    "parse_call",
+    "priority_for",
+    "submit_message",
+]
+
+_PRIORITY_BASE = 0xFFFF0000  # FIFO: each later job one lower, as Slurm's priority/basic
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking, from the socket's peer credentials."""
+
+    uid: int
+    gid: int
+    user: str
+    group: str
+    operator: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SbatchCall:
+    """An sbatch invocation as the client saw it."""
+
+    argv: Sequence[str]
+    env: Mapping[str, str]
+    cwd: str
+    script: str | None  # None with --wrap (or when the client had no script)
+    script_path: str | None = None  # absolute, as sbatch resolves it; None: stdin or --wrap
+    host: str = "localhost"
+    # A client that skipped /v1/sbatch/locate guessed the script: `script_operand` is the
+    # argument it read (None: it guessed --wrap). A wrong guess raises NeedScript.
+    located: bool = True
+    script_operand: str | None = None
+
+
+class NeedScript(Exception):
+    """The client's guess of the script was wrong: here is what sbatch's first pass says
+    (the operand naming the script, None for standard input; or --wrap)."""
+
+    def __init__(self, operand: str | None, wrap: bool) -> None:
+        super().__init__(operand)
+        self.operand = operand
+        self.wrap = wrap
+
+
+def parse_call(
+    call: SbatchCall,
+    caller: Caller,
+    now: float,
+    max_array_size: int,
+    gres_names: tuple[str, ...] | None = None,
+) -> SbatchRequest:
+    """Run sbatch's passes on the call; raises CompatError with sbatch's output.
+    `gres_names` is the site's GresTypes (None: any name is accepted)."""
+    ctx = ParseContext(
+        cwd=call.cwd,
+        uid=caller.uid,
+        now=now,
+        user=caller.user,
+        max_array_size=max_array_size,
+        gres_names=gres_names,
+    )
+    first = first_pass(call.argv, ctx)
+    if not call.located:
+        guessed_wrap = call.script is None
+        if guessed_wrap != (first.wrap is not None) or (
+            not guessed_wrap and first.script_path != call.script_operand
+        ):
+            raise NeedScript(first.script_path, first.wrap is not None)
+    if first.wrap is not None:
+        script = wrap_script(first.wrap)
+    else:
+        if call.script is None:
+            raise CompatError.error("Batch script is empty!", 1)
+        check_script(call.script)
+        script = call.script
+    return second_pass(first, script, call.env, ctx)
+
+
+def priority_for(job_id: int, nice: int | None) -> int:
+    """FIFO priority with nice applied (never below 1)."""
+    return max(1, _PRIORITY_BASE - job_id - (nice or 0))
+
+
+def build_job(
+    job_id: int,
+    request: SbatchRequest,
+    call: SbatchCall,
+    caller: Caller,
+    now: float,
+    clusters: dict[str, ClusterState],
+    def_mem_per_cpu_mb: int,
+    accept_qos: frozenset[str] | None = None,
+) -> Job:
+    """The Job record of a parsed request, or SubmitError as slurmctld would answer."""
+    spec: JobSpec = request.spec
+    if spec.het:
+        raise SubmitError(SlurmErrno.NOT_SUPPORTED)
+    if spec.uid is not None and spec.uid != caller.uid and not caller.operator:
+        raise SubmitError(SlurmErrno.ACCESS_DENIED)
+    if accept_qos is not None and spec.qos is not None and spec.qos not in accept_qos:
+        raise SubmitError(SlurmErrno.INVALID_QOS)
+    partitions = pick_partitions(spec, clusters)
+    check_request(spec, partitions, clusters, def_mem_per_cpu_mb)
+    part = None
+    for cluster in clusters.values():
+        part = cluster.partition(partitions[0]) or part
+    time_limit = part.time_for(spec.time_limit) if part else (spec.time_limit or 0)
+    command = call.script_path or "(null)"
+    if spec.script_args and call.script_path:
+        command = " ".join((command, *spec.script_args))
+    return Job(
+        job_id=job_id,
+        spec=spec,
+        user=caller.user,
+        uid=spec.uid if spec.uid is not None else caller.uid,
+        group=caller.group,
+        gid=spec.gid if spec.gid is not None else caller.gid,
+        submit_time=now,
+        submit_host=call.host,
+        submit_line=" ".join(call.argv),
+        command=command,
+        state=JobState.PENDING,
+        reason=Reason.JOB_HELD_USER if spec.hold else Reason.NONE,
+        priority=0 if spec.hold else priority_for(job_id, spec.nice),
+        hold=Hold.USER if spec.hold else None,
+        array_job_id=job_id if spec.array else 0,
+        array_pending=spec.array,
+        partition=",".join(partitions),
+        account=(spec.account or "").lower(),
+        qos=spec.qos or "normal",
+        time_limit=time_limit,
+        cluster=next(iter(clusters), "local"),
+    )
+
+
+def submit_message(job_id: int, request: SbatchRequest) -> tuple[str, str]:
+    """What sbatch prints on success: (stdout, stderr)."""
+    err = "".join(d.render("sbatch") + "\n" for d in request.warnings)
+    if request.quiet:
+        return "", err
+    if request.parsable:
+        return f"{job_id}\n", err
+    return f"Submitted batch job {job_id}\n", err

@@ -1,0 +1,84 @@
+"""How a job record changes when it ends, is requeued, or a backend reports on it.
+
+Pure functions of the record, the event and the clock reading: the gateway applies them
+on its loop thread and commits the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gateway.model.backend import BackendEvent, EventKind
+from gateway.model.job import Job
+from gateway.model.state import JobState, Reason
+
+__all__ = ["after_event", "ended", "requeued"]
+
+
+def ended(
+    job: Job, state: JobState, now: float, exit_code: int = 0, reason: Reason = Reason.NONE
+) -> Job:
+    """The job finished in `state` at `now` (an array's meta record stops holding tasks)."""
+    return replace(
+        job,
+        state=state,
+        reason=reason,
+        end_time=now,
+        start_time=job.start_time or now,
+        exit_code=exit_code,
+        array_pending=None if job.is_array_meta else job.array_pending,
+    )
+
+
+def requeued(job: Job) -> Job:
+    """The job back in the queue for its next run (Slurm counts runs in Restarts)."""
+    return replace(
+        job,
+        state=JobState.PENDING,
+        reason=Reason.NONE,
+        start_time=None,
+        end_time=None,
+        nodes=(),
+        placement=(),
+        num_cpus=0,
+        backend_id=None,
+        restart_count=job.restart_count + 1,
+        exit_code=0,
+    )
+
+
+def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -> Job | None:
+    """The job after one backend event (None: no change). `requeue_default` is the site's
+    JobRequeue, used when the job did not say --requeue or --no-requeue; a lost job ends
+    `now`, when the gateway learns of it."""
+    handed = job.state.is_active or (job.state is JobState.PENDING and bool(job.backend_id))
+    requeue = requeue_default if job.spec.requeue is None else job.spec.requeue
+    if ev.kind is EventKind.FINISHED and handed:
+        state = ev.state or JobState.COMPLETED
+        if state is JobState.NODE_FAIL and requeue:
+            return requeued(job)
+        return replace(
+            job,
+            state=state,
+            reason=ev.reason or Reason.NONE,
+            end_time=ev.time,
+            start_time=job.start_time or ev.time,
+            exit_code=ev.exit_code,
+            derived_exit_code=ev.derived_exit_code,
+            nodes=ev.nodes or job.nodes,
+        )
+    if ev.kind is EventKind.LOST and handed:
+        if requeue:
+            return requeued(job)
+        return ended(job, JobState.NODE_FAIL, now, 0, Reason.NODE_DOWN)
+    if ev.kind is EventKind.STARTED and not job.state.is_finished:
+        # a backend that queues jobs itself (Slurm) reports its own state and reason
+        changed = replace(job, backend_id=job.backend_id or ev.backend_id)
+        if ev.state is not None and ev.state is not job.state:
+            changed = replace(changed, state=ev.state)
+            if ev.state.is_active:
+                changed = replace(changed, start_time=ev.time, nodes=ev.nodes or job.nodes)
+        if ev.reason is not None:
+            changed = replace(changed, reason=ev.reason)
+        return changed if changed != job else None
+    return None

@@ -1,0 +1,1 @@
+"""Typed values that travel between Caldera's parts (JobSpec, Job, JobState, Node...)."""

@@ -1,0 +1,107 @@
+"""The contract between the gateway and the places jobs run (local, Slurm, Kubernetes).
+
+Level-triggered: a backend can always be asked what it has (`reconcile`), so after any
+restart the gateway compares that with its store and nothing is lost or run twice. Every
+submission carries the gateway's job id; submitting the same id twice must not start a
+second job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol, runtime_checkable
+
+from gateway.model.cluster import ClusterState
+from gateway.model.job import Job, RankPlacement, Step
+from gateway.model.state import JobState, Reason
+
+__all__ = [
+    "Backend",
+    "BackendError",
+    "BackendEvent",
+    "EventKind",
+    "Launch",
+    "RankPlacement",
+]
+
+
+class BackendError(Exception):
+    """A backend operation failed; `retryable` says whether trying again may help, and
+    `waiting_reason` what a job waiting for that retry shows in squeue (default
+    ClusterUnreachable; e.g. Resources when the cluster is only full for now)."""
+
+    def __init__(
+        self, message: str, *, retryable: bool = False, waiting_reason: Reason | None = None
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.waiting_reason = waiting_reason
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Launch:
+    """Everything a backend needs to start a job, decided and resolved by the gateway."""
+
+    job: Job
+    script: str
+    environment: Mapping[str, str]  # after --export rules; SLURM_* are added by the backend
+    placement: Sequence[RankPlacement]
+    partition: str
+    cluster: str = "local"
+    env_extra: Mapping[str, str] = field(default_factory=dict)  # e.g. CUDA/NCCL pairing
+
+
+class EventKind(Enum):
+    """What a backend reports."""
+
+    STARTED = "started"
+    FINISHED = "finished"
+    STEP = "step"  # a step started or ended (sacct)
+    LOST = "lost"  # the backend no longer knows the job (node or supervisor gone)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackendEvent:
+    """A change observed on a backend."""
+
+    job_id: int
+    kind: EventKind
+    time: float
+    state: JobState | None = None
+    reason: Reason | None = None
+    exit_code: int = 0
+    derived_exit_code: int = 0
+    nodes: tuple[str, ...] = ()
+    step: Step | None = None
+    backend_id: str | None = None
+    message: str | None = None
+    run: int = 0  # the job's restart count when this run started (older runs are ignored)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A place jobs run."""
+
+    name: str
+
+    def describe(self) -> ClusterState:
+        """Nodes and partitions now."""
+        ...
+
+    def submit(self, launch: Launch) -> str:
+        """Start the job; returns the backend's id. Idempotent per job id."""
+        ...
+
+    def cancel(self, job: Job, signal: int | None = None, batch_only: bool = False) -> None:
+        """Signal (None: cancel, i.e. SIGTERM then SIGKILL) a running job."""
+        ...
+
+    def poll(self) -> list[BackendEvent]:
+        """Events since the last call (non-blocking)."""
+        ...
+
+    def reconcile(self, jobs: Sequence[Job]) -> list[BackendEvent]:
+        """Events that bring these jobs (believed running here) up to date after a restart."""
+        ...

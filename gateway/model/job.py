@@ -1,0 +1,123 @@
+"""A job as the gateway tracks it: the request (JobSpec) plus who, when, where and how it went.
+
+Array jobs follow Slurm's shape: one record (the "meta" record, `array_task_id is None`)
+holds the tasks not yet started as a compact ArraySpec; a task that starts becomes a record
+of its own with `array_job_id` pointing at the meta record and its own `job_id`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from gateway.compat.arrays import ArraySpec
+from gateway.model.jobspec import JobSpec
+from gateway.model.state import JobState, Reason
+
+__all__ = ["Hold", "Job", "RankPlacement", "Step", "exit_code_pair", "wait_status"]
+
+
+class Hold(Enum):
+    """Who holds a job: a user (`scontrol hold`, `sbatch -H`) or an operator."""
+
+    USER = "user"
+    ADMIN = "admin"
+
+
+def wait_status(exit_code: int = 0, signal: int = 0) -> int:
+    """A POSIX wait status as Slurm stores it (exit 3 -> 768, SIGKILL -> 9)."""
+    return signal & 0x7F if signal else (exit_code & 0xFF) << 8
+
+
+def exit_code_pair(status: int) -> tuple[int, int]:
+    """Slurm's `ExitCode=N:S` from a wait status."""
+    if status & 0x7F:
+        return 0, status & 0x7F
+    return (status >> 8) & 0xFF, 0
+
+
+@dataclass(frozen=True, slots=True)
+class RankPlacement:
+    """Where one node's share of a gang goes."""
+
+    node: str
+    tasks: int
+    cpus: int
+    memory_mb: int
+    gpus: tuple[int, ...] = ()  # GPU indices on that node
+    nics: tuple[str, ...] = ()  # RDMA devices paired with those GPUs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Job:
+    """One job record."""
+
+    job_id: int
+    spec: JobSpec
+    user: str
+    uid: int
+    group: str
+    gid: int
+    submit_time: float
+    submit_host: str = "localhost"
+    submit_line: str = ""
+    command: str = ""  # the script's path as given (scontrol Command=), or the wrap text
+    state: JobState = JobState.PENDING
+    reason: Reason = Reason.NONE
+    priority: int = 0
+    hold: Hold | None = None
+    # arrays
+    array_job_id: int = 0
+    array_task_id: int | None = None
+    array_pending: ArraySpec | None = None
+    # what the gateway decided and what happened
+    partition: str = ""
+    account: str = ""
+    qos: str = "normal"
+    time_limit: int = 0  # effective, minutes (INFINITE for none)
+    cluster: str = "local"
+    backend_id: str | None = None
+    nodes: tuple[str, ...] = ()
+    placement: tuple[RankPlacement, ...] = ()
+    num_cpus: int = 0
+    eligible_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    exit_code: int = 0  # wait status
+    derived_exit_code: int = 0
+    restart_count: int = 0
+    state_desc: str | None = None
+    cancelled_by: int | None = None  # uid (sacct "CANCELLED by N")
+
+    @property
+    def is_array_meta(self) -> bool:
+        """The record that still holds unstarted tasks of an array."""
+        return self.array_job_id != 0 and self.array_task_id is None
+
+    @property
+    def display_id(self) -> str:
+        """`123`, `123_4`, or `123_[5-9%2]` for the pending part of an array."""
+        if self.array_task_id is not None:
+            return f"{self.array_job_id}_{self.array_task_id}"
+        if self.array_job_id:
+            pending = self.array_pending.task_str() if self.array_pending else ""
+            return f"{self.array_job_id}_[{pending}]"
+        return str(self.job_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """A job step as sacct reports it: `batch`, `extern`, or a number (srun)."""
+
+    job_id: int
+    step_id: str
+    name: str
+    state: JobState
+    start_time: float | None = None
+    end_time: float | None = None
+    exit_code: int = 0
+    nodes: tuple[str, ...] = ()
+    ntasks: int = 1
+    cpus: int = 0
+    max_rss_kb: int = 0
+    extra: dict[str, str] = field(default_factory=dict)

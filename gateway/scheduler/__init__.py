@@ -1,0 +1,1 @@
+"""Scheduling: snapshot, actions, plugins, gang statements."""

@@ -1,0 +1,185 @@
+"""The built-in plugins: priority order, holds, begin time, dependencies, array throttle,
+partition limits, node fit (cpus, memory, GPUs, features, node lists) and bin packing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gateway.compat.duration import INFINITE
+from gateway.model.job import Hold, Job
+from gateway.model.state import Reason
+from gateway.scheduler.dependencies import DepResult, evaluate
+from gateway.scheduler.plugins import OK, Code, Status
+from gateway.scheduler.request import NodeRequest, constraint_satisfied
+from gateway.scheduler.snapshot import NodeFree, Snapshot
+
+__all__ = ["DEFAULT_PLUGINS", "FACTORIES"]
+
+
+class PriorityOrder:
+    """Higher priority first, then earlier submission, then lower id (Slurm's order)."""
+
+    name = "priority"
+
+    def key(self, job: Job, snap: Snapshot) -> tuple[float, ...]:
+        """Sort key."""
+        return (-job.priority, job.submit_time, job.job_id)
+
+
+class HoldGate:
+    """Held jobs wait (JobHeldUser / JobHeldAdmin)."""
+
+    name = "hold"
+
+    def check(self, job: Job, snap: Snapshot) -> Status:
+        """OK unless held."""
+        if job.hold is Hold.USER:
+            return Status(Code.WAIT, Reason.JOB_HELD_USER)
+        if job.hold is Hold.ADMIN:
+            return Status(Code.WAIT, Reason.JOB_HELD_ADMIN)
+        return OK
+
+
+class BeginTimeGate:
+    """`--begin`: wait until then (BeginTime)."""
+
+    name = "begin"
+
+    def check(self, job: Job, snap: Snapshot) -> Status:
+        """OK once the begin time has passed."""
+        if job.spec.begin and job.spec.begin > snap.now:
+            return Status(Code.WAIT, Reason.BEGIN_TIME)
+        return OK
+
+
+class DependencyGate:
+    """`--dependency`: Dependency while waiting, DependencyNeverSatisfied when it cannot hold."""
+
+    name = "dependency"
+
+    def check(self, job: Job, snap: Snapshot) -> Status:
+        """OK when satisfied."""
+        dep = job.spec.dependency
+        if dep is None or not dep.items or job.job_id in snap.native_deps:
+            return OK
+        result = evaluate(job, dep, snap)
+        if result is DepResult.SATISFIED:
+            return OK
+        if result is DepResult.FAILED:
+            return Status(Code.NEVER, Reason.DEPENDENCY_NEVER_SATISFIED)
+        return Status(Code.WAIT, Reason.DEPENDENCY)
+
+
+class ArrayThrottleGate:
+    """`--array=...%N`: at most N tasks of the array run at once (JobArrayTaskLimit)."""
+
+    name = "array-throttle"
+
+    def check(self, job: Job, snap: Snapshot) -> Status:
+        """OK while fewer than the throttle run."""
+        arr = job.spec.array
+        if arr is None or not arr.throttle:
+            return OK
+        if snap.running_tasks.get(job.array_job_id, 0) >= arr.throttle:
+            return Status(Code.WAIT, Reason.JOB_ARRAY_TASK_LIMIT)
+        return OK
+
+
+class PartitionGate:
+    """The partition exists, is up, and its MaxTime admits the job (PartitionTimeLimit)."""
+
+    name = "partition"
+
+    def check(self, job: Job, snap: Snapshot) -> Status:
+        """OK when some cluster's partition admits the job."""
+        limit = job.spec.time_limit
+        seen = False
+        for cluster in snap.clusters.values():
+            part = cluster.partition(job.partition) if job.partition else None
+            if part is None:
+                continue
+            seen = True
+            if not part.up:
+                return Status(Code.WAIT, Reason.PARTITION_DOWN)
+            if (
+                limit is not None
+                and part.max_time != INFINITE
+                and (limit == INFINITE or limit > part.max_time)
+            ):
+                return Status(Code.WAIT, Reason.PARTITION_TIME_LIMIT)
+        if not seen and job.partition:
+            return Status(Code.WAIT, Reason.PARTITION_DOWN)
+        return OK
+
+
+class ResourceFit:
+    """A node fits when it is in the partition and up, and has the cpus, memory and GPUs."""
+
+    name = "fit"
+
+    def fits(self, req: NodeRequest, free: NodeFree, snap: Snapshot) -> bool:
+        """Room for one node's share of the gang."""
+        node = free.node
+        if node.state.long in ("down", "drained", "draining"):
+            return False
+        if req.partitions and not set(req.partitions) & set(node.partitions):
+            return False
+        if req.nodelist and node.name not in req.nodelist:
+            return False
+        if node.name in req.exclude:
+            return False
+        if not constraint_satisfied(req.constraint, node.features):
+            return False
+        if free.exclusive_jobs:
+            return False
+        if req.exclusive and not free.idle:
+            return False
+        if req.cpus > free.cpus:
+            return False
+        memory = req.memory_for(req.cpus, snap.def_mem_per_cpu_mb, node.memory_mb)
+        if memory > free.memory_mb:
+            return False
+        if req.gpus:
+            if req.gpu_type and node.gpu_count(req.gpu_type) < req.gpus:
+                return False
+            if len(free.gpus) < req.gpus:
+                return False
+            if req.gpu_memory_mb and node.gpus:
+                big = [g for g in node.gpus if g.memory_total >= req.gpu_memory_mb * 2**20]
+                if len([g for g in big if g.index in free.gpus]) < req.gpus:
+                    return False
+        return True
+
+
+class BinPack:
+    """Prefer nodes already in use, to keep whole nodes free for big jobs."""
+
+    name = "binpack"
+
+    def score(self, req: NodeRequest, free: NodeFree, snap: Snapshot) -> float:
+        """Fewer free cpus scores higher."""
+        total = max(free.node.cpus, 1)
+        return 1.0 - free.cpus / total
+
+
+FACTORIES: dict[str, Callable[[], object]] = {
+    "priority": PriorityOrder,
+    "hold": HoldGate,
+    "begin": BeginTimeGate,
+    "dependency": DependencyGate,
+    "array-throttle": ArrayThrottleGate,
+    "partition": PartitionGate,
+    "fit": ResourceFit,
+    "binpack": BinPack,
+}
+DEFAULT_PLUGINS = (
+    "priority",
+    "hold",
+    "begin",
+    "dependency",
+    "array-throttle",
+    "partition",
+    "fit",
+    "binpack",
+)

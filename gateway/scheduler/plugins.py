@@ -1,0 +1,145 @@
+"""Extension points of the scheduler: one small Protocol each, and an explicit registry.
+
+As in the Kubernetes scheduler framework, every plugin answers with a typed Status; as in
+Volcano, plugins are named in configuration. Unlike both, there is no session god-object:
+a plugin sees the immutable Snapshot and the job, and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from gateway.model.job import Job
+from gateway.model.state import Reason
+from gateway.scheduler.request import NodeRequest
+from gateway.scheduler.snapshot import NodeFree, Snapshot
+
+__all__ = [
+    "Code",
+    "JobGate",
+    "NodeFilter",
+    "NodeScore",
+    "PlacementPlugin",
+    "QueueOrder",
+    "Registry",
+    "Status",
+]
+
+
+class Code(Enum):
+    """A plugin's verdict."""
+
+    OK = "ok"
+    WAIT = "wait"  # not now; the reason says why
+    NEVER = "never"  # can never run as asked (the reason says why)
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A verdict with the reason a user will see in squeue."""
+
+    code: Code = Code.OK
+    reason: Reason = Reason.NONE
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the verdict lets the job go on."""
+        return self.code is Code.OK
+
+
+OK = Status()
+
+
+class QueueOrder(Protocol):
+    """Orders pending jobs; the first gets resources first."""
+
+    name: str
+
+    def key(self, job: Job, snap: Snapshot) -> tuple[float, ...]:
+        """Sort key (ascending)."""
+        ...
+
+
+class JobGate(Protocol):
+    """Decides whether a job may be considered at all this cycle (holds, time, deps...)."""
+
+    name: str
+
+    def check(self, job: Job, snap: Snapshot) -> Status:
+        """OK, or why the job waits."""
+        ...
+
+
+class NodeFilter(Protocol):
+    """Decides whether a node can take its share of a job."""
+
+    name: str
+
+    def fits(self, req: NodeRequest, free: NodeFree, snap: Snapshot) -> bool:
+        """Whether the node has room and the right properties."""
+        ...
+
+
+class NodeScore(Protocol):
+    """Prefers some nodes over others (higher is better)."""
+
+    name: str
+
+    def score(self, req: NodeRequest, free: NodeFree, snap: Snapshot) -> float:
+        """A score; scores of all plugins are added."""
+        ...
+
+
+class PlacementPlugin(Protocol):
+    """Chooses the set of nodes of a gang (e.g. fewest leaf switches); may decline."""
+
+    name: str
+
+    def choose(
+        self, req: NodeRequest, candidates: Sequence[NodeFree], snap: Snapshot
+    ) -> Sequence[NodeFree] | None:
+        """The nodes to use, or None to leave it to the default (best scores)."""
+        ...
+
+
+@dataclass
+class Registry:
+    """The plugins of a scheduler, by extension point, in order."""
+
+    queue_order: QueueOrder | None = None
+    gates: list[JobGate] = field(default_factory=list)
+    filters: list[NodeFilter] = field(default_factory=list)
+    scores: list[NodeScore] = field(default_factory=list)
+    placement: list[PlacementPlugin] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, names: Sequence[str], factories: dict[str, Callable[[], object]]) -> Registry:
+        """A registry from plugin names (configuration) and their factories."""
+        reg = cls()
+        for name in names:
+            if name not in factories:
+                raise ValueError(f"unknown scheduler plugin {name!r}")
+            plugin = factories[name]()
+            placed = False
+            if hasattr(plugin, "key"):
+                reg.queue_order = plugin  # type: ignore[assignment]
+                placed = True
+            if hasattr(plugin, "check"):
+                reg.gates.append(plugin)  # type: ignore[arg-type]
+                placed = True
+            if hasattr(plugin, "fits"):
+                reg.filters.append(plugin)  # type: ignore[arg-type]
+                placed = True
+            if hasattr(plugin, "score"):
+                reg.scores.append(plugin)  # type: ignore[arg-type]
+                placed = True
+            if hasattr(plugin, "choose"):
+                reg.placement.append(plugin)  # type: ignore[arg-type]
+                placed = True
+            if not placed:
+                raise ValueError(f"plugin {name!r} implements no extension point")
+        return reg

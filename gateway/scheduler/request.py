@@ -1,0 +1,131 @@
+"""What a job needs from each node it runs on, derived from its JobSpec as Slurm derives it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gateway.model.jobspec import JobSpec, Sharing
+
+__all__ = ["NodeRequest", "constraint_satisfied", "node_request"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRequest:
+    """A gang: `nodes` nodes, each giving `cpus`, `memory_mb` (0: whole node) and `gpus`."""
+
+    nodes: int
+    max_nodes: int
+    tasks: int
+    tasks_per_node: tuple[int, ...]
+    cpus: int  # per node
+    memory_mb: int | None  # per node; None: whole node (--mem=0); computed per cpu otherwise
+    mem_per_cpu_mb: int | None
+    gpus: int  # per node
+    gpu_type: str | None
+    gpu_memory_mb: int | None
+    exclusive: bool
+    constraint: str | None
+    nodelist: tuple[str, ...]
+    exclude: frozenset[str]
+    partitions: tuple[str, ...]
+    time_limit: int | None
+    switches: int | None
+    switches_wait_s: int | None
+
+    def memory_for(self, cpus: int, def_mem_per_cpu: int, node_mem: int) -> int:
+        """Memory (MiB) this job takes on one node with `cpus` cpus there."""
+        if self.memory_mb is None:
+            return node_mem
+        if self.memory_mb > 0:
+            return self.memory_mb
+        per_cpu = self.mem_per_cpu_mb if self.mem_per_cpu_mb is not None else def_mem_per_cpu
+        return per_cpu * cpus
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _split(tasks: int, nodes: int) -> tuple[int, ...]:
+    """Block distribution of tasks over nodes (`SLURM_TASKS_PER_NODE`)."""
+    base, extra = divmod(tasks, nodes)
+    return tuple(base + (1 if i < extra else 0) for i in range(nodes))
+
+
+def _gpus_per_node(spec: JobSpec, nodes: int, tasks_per_node: int) -> tuple[int, str | None]:
+    count, gtype = 0, None
+    for item in spec.gres:
+        if item.name == "gpu":
+            count, gtype = count + item.count, item.type or gtype
+    for item in spec.gpus_per_node:
+        count, gtype = count + item.count, item.type or gtype
+    for item in spec.gpus:
+        count, gtype = count + _ceil_div(item.count, nodes), item.type or gtype
+    for item in spec.gpus_per_task:
+        count, gtype = count + item.count * tasks_per_node, item.type or gtype
+    return count, gtype
+
+
+def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
+    """The per-node request of a job (the first component of a hetjob)."""
+    nodes = max(spec.nodes_min or 1, len(nodelist), 1)
+    max_nodes = max(spec.nodes_max or nodes, nodes)
+    if spec.ntasks is not None:
+        tasks = spec.ntasks
+    elif spec.ntasks_per_node is not None:
+        tasks = nodes * spec.ntasks_per_node
+    else:
+        tasks = nodes
+    tasks = max(tasks, 1)
+    nodes = min(nodes, tasks) if spec.nodes_min is None else nodes
+    per_node = _split(tasks, nodes)
+    cpt = spec.cpus_per_task or 1
+    cpus = max(per_node) * cpt
+    if spec.mincpus:
+        cpus = max(cpus, spec.mincpus)
+    gpus, gpu_type = _gpus_per_node(spec, nodes, max(per_node))
+    if spec.cpus_per_gpu and gpus:
+        cpus = max(cpus, spec.cpus_per_gpu * gpus)
+    memory: int | None
+    mem_per_cpu = spec.mem_per_cpu_mb
+    if spec.mem_per_node_mb is not None:
+        memory = None if spec.mem_per_node_mb == 0 else spec.mem_per_node_mb
+    elif spec.mem_per_gpu_mb is not None and gpus:
+        memory = spec.mem_per_gpu_mb * gpus
+    else:
+        memory = 0  # per cpu (request's or the site's default)
+    return NodeRequest(
+        nodes=nodes,
+        max_nodes=max_nodes,
+        tasks=tasks,
+        tasks_per_node=per_node,
+        cpus=cpus,
+        memory_mb=memory,
+        mem_per_cpu_mb=mem_per_cpu,
+        gpus=gpus,
+        gpu_type=gpu_type,
+        gpu_memory_mb=spec.gpu_memory_mb,
+        exclusive=spec.sharing is Sharing.EXCLUSIVE,
+        constraint=spec.constraint,
+        nodelist=nodelist,
+        exclude=frozenset(),
+        partitions=spec.partitions,
+        time_limit=spec.time_limit,
+        switches=spec.switches,
+        switches_wait_s=spec.switches_wait_s,
+    )
+
+
+def constraint_satisfied(expr: str | None, features: tuple[str, ...]) -> bool:
+    """Whether a node's features satisfy `-C` (`a&b`, `a,b`, `a|b`; counts and brackets
+    are read as plain AND/OR over the node's own features)."""
+    if not expr:
+        return True
+    have = set(features)
+    cleaned = re.sub(r"\*\d+", "", expr).replace("[", "").replace("]", "")
+    for alternative in cleaned.split("|"):
+        needed = [f for f in re.split(r"[&,]", alternative) if f]
+        if all(f in have for f in needed):
+            return True
+    return False

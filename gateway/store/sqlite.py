@@ -1,0 +1,284 @@
+"""SQLite store in WAL mode with full synchronous commits (durable before a job id is printed).
+
+Jobs are kept as JSON documents with a few indexed columns for queries. Writers batch: one
+`apply()` call is one transaction, and the group committer in `committer.py` merges
+concurrent submissions into one call, so one fsync serves many jobs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gateway.model.codec import job_from_dict, job_to_dict, step_from_dict, step_to_dict
+from gateway.model.job import Job, Step
+from gateway.store.base import JobQuery, StoredEvent, StoreError, Submission
+
+__all__ = ["Batch", "SqliteStore"]
+
+_SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id INTEGER PRIMARY KEY,
+    array_job_id INTEGER NOT NULL,
+    uid INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    finished INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    partition TEXT NOT NULL,
+    submit_time REAL NOT NULL,
+    start_time REAL,
+    end_time REAL,
+    doc BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_active ON jobs(finished) WHERE finished = 0;
+CREATE INDEX IF NOT EXISTS jobs_array ON jobs(array_job_id);
+CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time);
+CREATE TABLE IF NOT EXISTS scripts (job_id INTEGER PRIMARY KEY, script TEXT NOT NULL,
+                                    env BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS steps (job_id INTEGER NOT NULL, step_id TEXT NOT NULL,
+                                  doc BLOB NOT NULL, PRIMARY KEY (job_id, step_id));
+CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                                   job_id INTEGER NOT NULL, time REAL NOT NULL,
+                                   kind TEXT NOT NULL, detail BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+"""
+
+
+@dataclass
+class Batch:
+    """Writes that commit together."""
+
+    submissions: list[Submission] = field(default_factory=list)
+    updates: list[Job] = field(default_factory=list)
+    events: list[StoredEvent] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+
+    def merge(self, other: Batch) -> None:
+        """Append another batch's writes to this one."""
+        self.submissions.extend(other.submissions)
+        self.updates.extend(other.updates)
+        self.events.extend(other.events)
+        self.steps.extend(other.steps)
+
+
+def _job_row(job: Job) -> tuple[Any, ...]:
+    return (
+        job.job_id,
+        job.array_job_id,
+        job.uid,
+        job.state.long,
+        int(job.state.is_finished),
+        job.spec.name,
+        job.partition,
+        job.submit_time,
+        job.start_time,
+        job.end_time,
+        orjson.dumps(job_to_dict(job)),
+    )
+
+
+class SqliteStore:
+    """The embedded store. Safe to use from several threads (a connection per thread)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._local = threading.local()
+        self._write_lock = threading.Lock()
+        try:
+            conn = self._conn()
+            conn.executescript(_SCHEMA)
+            row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO meta(key, value) VALUES ('schema', ?)", (str(_SCHEMA_VERSION),)
+                )
+            elif int(row[0]) != _SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path}: schema version {row[0]}, expected {_SCHEMA_VERSION}"
+                )
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA busy_timeout=10000")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        with self._write_lock:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                yield conn
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StoreError(f"{self.path}: {exc}") from exc
+
+    # --- writes ---------------------------------------------------------------------
+
+    def apply(self, batch: Batch) -> None:
+        """Commit a batch of writes as one transaction (one fsync)."""
+        with self._tx() as conn:
+            if batch.submissions:
+                conn.executemany(
+                    "INSERT INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    [_job_row(s.job) for s in batch.submissions],
+                )
+                conn.executemany(
+                    "INSERT OR REPLACE INTO scripts VALUES (?,?,?)",
+                    [
+                        (s.job.job_id, s.script, orjson.dumps(dict(s.environment)))
+                        for s in batch.submissions
+                    ],
+                )
+            if batch.updates:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    [_job_row(j) for j in batch.updates],
+                )
+            if batch.steps:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO steps VALUES (?,?,?)",
+                    [(s.job_id, s.step_id, orjson.dumps(step_to_dict(s))) for s in batch.steps],
+                )
+            if batch.events:
+                conn.executemany(
+                    "INSERT INTO events(job_id, time, kind, detail) VALUES (?,?,?,?)",
+                    [
+                        (e.job_id, e.time, e.kind, orjson.dumps(dict(e.detail)))
+                        for e in batch.events
+                    ],
+                )
+
+    def insert(self, submissions: Sequence[Submission]) -> None:
+        """Store new jobs; durable when this returns."""
+        self.apply(Batch(submissions=list(submissions)))
+
+    def update(self, jobs: Sequence[Job], events: Sequence[StoredEvent] = ()) -> None:
+        """Replace job records and append events atomically."""
+        self.apply(Batch(updates=list(jobs), events=list(events)))
+
+    def add_steps(self, steps: Sequence[Step]) -> None:
+        """Insert or replace step records."""
+        self.apply(Batch(steps=list(steps)))
+
+    # --- reads ----------------------------------------------------------------------
+
+    def _jobs(self, sql: str, args: Sequence[Any] = ()) -> list[Job]:
+        try:
+            rows = self._conn().execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from exc
+        return [job_from_dict(orjson.loads(r[0])) for r in rows]
+
+    def max_job_id(self) -> int:
+        """The highest job id ever stored (0 when empty)."""
+        row = self._conn().execute("SELECT MAX(job_id) FROM jobs").fetchone()
+        return int(row[0] or 0)
+
+    def get(self, job_id: int) -> Job | None:
+        """One job."""
+        jobs = self._jobs("SELECT doc FROM jobs WHERE job_id=?", (job_id,))
+        return jobs[0] if jobs else None
+
+    def active(self) -> list[Job]:
+        """Every unfinished job, by id."""
+        return self._jobs("SELECT doc FROM jobs WHERE finished=0 ORDER BY job_id")
+
+    def query(self, q: JobQuery) -> list[Job]:
+        """Jobs for accounting (sacct), by submit time then id."""
+        where: list[str] = []
+        args: list[Any] = []
+        if q.job_ids is not None:
+            marks = ",".join("?" * len(q.job_ids))
+            where.append(f"(job_id IN ({marks}) OR array_job_id IN ({marks}))")
+            args.extend(q.job_ids)
+            args.extend(q.job_ids)
+        if q.users is not None:
+            where.append(f"uid IN ({','.join('?' * len(q.users))})")
+            args.extend(q.users)
+        if q.states is not None:
+            where.append(f"state IN ({','.join('?' * len(q.states))})")
+            args.extend(s.long for s in q.states)
+        if q.names is not None:
+            where.append(f"name IN ({','.join('?' * len(q.names))})")
+            args.extend(q.names)
+        if q.partitions is not None:
+            where.append(f"partition IN ({','.join('?' * len(q.partitions))})")
+            args.extend(q.partitions)
+        if q.start_after is not None:
+            where.append("(end_time IS NULL OR end_time >= ?)")
+            args.append(q.start_after)
+        if q.end_before is not None:
+            where.append("COALESCE(start_time, submit_time) <= ?")
+            args.append(q.end_before)
+        sql = "SELECT doc FROM jobs"  # only "?" placeholders are interpolated below
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY submit_time, job_id"
+        if q.limit is not None:
+            sql += f" LIMIT {int(q.limit)}"
+        return self._jobs(sql, args)
+
+    def steps(self, job_ids: Sequence[int]) -> list[Step]:
+        """Steps of these jobs, by job then step."""
+        if not job_ids:
+            return []
+        marks = ",".join("?" * len(job_ids))
+        rows = (
+            self._conn()
+            .execute(
+                f"SELECT doc FROM steps WHERE job_id IN ({marks}) ORDER BY job_id, step_id",  # noqa: S608
+                list(job_ids),
+            )
+            .fetchall()
+        )
+        return [step_from_dict(orjson.loads(r[0])) for r in rows]
+
+    def script(self, job_id: int) -> tuple[str, dict[str, str]] | None:
+        """The script and environment a job (or its array) was submitted with."""
+        row = (
+            self._conn()
+            .execute("SELECT script, env FROM scripts WHERE job_id=?", (job_id,))
+            .fetchone()
+        )
+        if row is None:
+            return None
+        env: dict[str, str] = orjson.loads(row[1])
+        return str(row[0]), env
+
+    def events(self, job_id: int) -> list[StoredEvent]:
+        """A job's event log, oldest first."""
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT job_id, time, kind, detail FROM events WHERE job_id=? ORDER BY seq",
+                (job_id,),
+            )
+            .fetchall()
+        )
+        return [StoredEvent(r[0], r[1], r[2], orjson.loads(r[3])) for r in rows]
+
+    def close(self) -> None:
+        """Close this thread's connection."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None

@@ -1,0 +1,184 @@
+"""Creating and deleting the objects of a gang on the API server (idempotent).
+
+Creation: the root ConfigMap first (its uid makes the owner references), then the other
+objects, the pods in parallel, then the root is marked `created`. Every create is
+create-if-absent, so a creation interrupted by an API server restart is finished by simply
+running it again. Deletion: the Volcano Job (its pods go with it), the pods by label, the
+PodGroup, the Service, then the ConfigMaps; the owner references to the root make the
+garbage collector remove anything missed (deleting the root alone removes the gang).
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from k8s_bridge.gang import ANN_CREATED, Gang, Verdict, decode_verdict, encode_verdict
+from k8s_bridge.kube import (
+    CONFIGMAPS,
+    PODGROUPS,
+    PODS,
+    SERVICES,
+    VCJOBS,
+    KubeClient,
+    KubeError,
+    Resource,
+)
+from k8s_bridge.lifecycle import PodState
+from k8s_bridge.names import (
+    LABEL_ATTEMPT,
+    LABEL_CLUSTER,
+    LABEL_JOB,
+    LABEL_MANAGED,
+    MANAGED_BY,
+    label_value,
+    selector,
+)
+
+__all__ = ["GangObjects"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+class GangObjects:
+    """The API calls that make and remove a gang's objects in one namespace."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        namespace: str,
+        cluster: str,
+        pool: ThreadPoolExecutor,
+        kill_wait_s: int,
+    ) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.cluster = cluster
+        self.pool = pool
+        self.kill_wait_s = kill_wait_s
+
+    def job_selector(self, job_id: int, attempt: int | None = None) -> str:
+        """The label selector of a job's objects (of one attempt)."""
+        labels = {
+            LABEL_MANAGED: MANAGED_BY,
+            LABEL_CLUSTER: label_value(self.cluster),
+            LABEL_JOB: str(job_id),
+        }
+        if attempt is not None:
+            labels[LABEL_ATTEMPT] = str(attempt)
+        return selector(labels)
+
+    # --- creation -------------------------------------------------------------------
+
+    def create(self, gang: Gang) -> Verdict | None:
+        """Create whatever of the gang is missing; a verdict already on the root (the
+        attempt ended before: a retried submission) is returned and nothing is created."""
+        manifests = gang.manifests
+        root, _ = self.client.create_object(self.namespace, manifests.root)
+        meta = root.get("metadata") or {}
+        gang.root_uid = str(meta.get("uid"))
+        annotations = meta.get("annotations") or {}
+        verdict = decode_verdict(annotations)
+        if verdict is not None:
+            gang.created = True
+            gang.verdict_saved = True
+            return verdict
+        if annotations.get(ANN_CREATED) == "true":
+            gang.created = True
+            return None
+        owned = manifests.owned_by(gang.root_uid)
+        for obj in owned.children():
+            if obj["kind"] != "Pod":
+                self.client.create_object(self.namespace, obj)
+        errors = [e for e in self.pool.map(self._create_quietly, owned.pods) if e is not None]
+        if errors:
+            hard = [e for e in errors if not e.retryable]
+            raise hard[0] if hard else errors[0]
+        self.client.patch(
+            CONFIGMAPS,
+            self.namespace,
+            manifests.names.root,
+            {"metadata": {"annotations": {ANN_CREATED: "true"}}},
+        )
+        gang.created = True
+        gang.last_error = None
+        return None
+
+    def _create_quietly(self, obj: Obj) -> KubeError | None:
+        try:
+            self.client.create_object(self.namespace, obj)
+        except KubeError as exc:
+            return exc
+        return None
+
+    def save_verdict(self, gang: Gang, verdict: Verdict) -> None:
+        """Record how the attempt ended on its root (before anything is killed)."""
+        self.client.patch(
+            CONFIGMAPS,
+            self.namespace,
+            gang.names.root,
+            {"metadata": {"annotations": encode_verdict(verdict)}},
+        )
+        gang.verdict_saved = True
+
+    # --- removal --------------------------------------------------------------------
+
+    def kill(self, gang: Gang, pods: list[PodState]) -> None:
+        """Stop what still runs of an ended gang; the rank that decided stays as record."""
+        names = gang.names
+        if gang.manifests.volcano_job is not None:
+            self.client.delete(VCJOBS, self.namespace, names.podgroup)
+            return
+        keep = gang.status.rank if gang.status is not None else None
+        by_rank = {p.rank: p for p in pods}
+        for rank in range(gang.ranks):
+            pod = by_rank.get(rank)
+            if pod is not None and (pod.terminal or pod.deleting):
+                continue
+            if rank == keep and pod is not None:
+                continue
+            self.client.delete(PODS, self.namespace, names.pod(rank), grace_s=self.kill_wait_s)
+
+    def delete(self, gang: Gang, quiet: bool = False) -> None:
+        """Delete the whole gang, each object explicitly (the owner references are the
+        safety net: the garbage collector may lag, or its controller may be down)."""
+        names = gang.names
+        sel = self.job_selector(names.job_id, names.attempt)
+        try:
+            if gang.manifests.volcano_job is not None:
+                self.client.delete(VCJOBS, self.namespace, names.podgroup)
+            self.client.delete_collection(PODS, self.namespace, sel)
+            if gang.manifests.podgroup is not None:
+                self.client.delete(PODGROUPS, self.namespace, names.podgroup)
+            self.client.delete(SERVICES, self.namespace, names.service)
+            self.client.delete_collection(CONFIGMAPS, self.namespace, sel)
+        except KubeError:
+            if not quiet:
+                raise
+
+    def delete_by_job(self, job_id: int, attempt: int | None = None) -> None:
+        """Delete a job's objects found by label (a job this backend does not track)."""
+        sel = self.job_selector(job_id, attempt)
+        try:
+            for vcjob in self._list_quiet(VCJOBS, sel):
+                self.client.delete(VCJOBS, self.namespace, vcjob["metadata"]["name"])
+            self.client.delete_collection(PODS, self.namespace, sel)
+            for group in self._list_quiet(PODGROUPS, sel):
+                self.client.delete(PODGROUPS, self.namespace, group["metadata"]["name"])
+            for svc in self._list_quiet(SERVICES, sel):
+                self.client.delete(SERVICES, self.namespace, svc["metadata"]["name"])
+            self.client.delete_collection(CONFIGMAPS, self.namespace, sel)
+        except KubeError as exc:
+            log.warning("deleting objects of job %s: %s", job_id, exc)
+
+    def _list_quiet(self, resource: Resource, sel: str) -> list[Obj]:
+        try:
+            items, _ = self.client.list(resource, self.namespace, label_selector=sel)
+        except KubeError as exc:
+            if exc.status == 404:  # Volcano's API is not served here
+                return []
+            raise
+        return items

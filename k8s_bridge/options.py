@@ -1,0 +1,107 @@
+"""What a Kubernetes cluster behind Caldera is configured with (one value per cluster).
+
+Everything has a default that works on a plain cluster; the gateway's configuration supplies
+the connection (kubeconfig or URL + token + CA), the cluster name and whatever differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from types import MappingProxyType
+
+__all__ = ["GangMode", "K8sOptions", "Toleration"]
+
+
+class GangMode(Enum):
+    """Who places a gang's pods."""
+
+    CALDERA = (
+        "caldera"  # Caldera's binder: every rank reserved, then Bindings (schedulerName caldera)
+    )
+    VOLCANO = "volcano"  # pods + PodGroup handed to Volcano's scheduler
+    VOLCANO_JOB = "volcano-job"  # one Volcano Job (batch.volcano.sh) per gang
+    KUBE_SCHEDULER = "kube-scheduler"  # the default scheduler, pod by pod (comparisons only)
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A taint the job pods tolerate (key, operator Equal/Exists, value, effect or all)."""
+
+    key: str
+    operator: str = "Exists"
+    value: str | None = None
+    effect: str | None = None
+
+    def tolerates(self, key: str, value: str | None, effect: str) -> bool:
+        """Kubernetes' rule for one taint."""
+        if self.effect is not None and self.effect != effect:
+            return False
+        if self.key and self.key != key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return (self.value or "") == (value or "")
+
+    def manifest(self) -> dict[str, str]:
+        """The toleration as it appears in a pod spec."""
+        out = {"key": self.key, "operator": self.operator}
+        if self.value is not None:
+            out["value"] = self.value
+        if self.effect is not None:
+            out["effect"] = self.effect
+        return out
+
+
+def _frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class K8sOptions:
+    """Translation, placement and protection settings of one Kubernetes cluster."""
+
+    namespace: str = "caldera"
+    name_prefix: str = "caldera"  # object names are <prefix>-<job id>[-r<attempt>]
+    default_image: str = "caldera.local/job:latest"
+    image_pull_policy: str = "IfNotPresent"
+    # None: Volcano when its API (scheduling.volcano.sh) is served, Caldera's binder otherwise
+    mode: GangMode | None = None
+    scheduler_name: str = "caldera"  # Caldera's own scheduler name (mode CALDERA)
+    volcano_queue: str = "default"
+    # translation
+    gpu_resource: str = "nvidia.com/gpu"
+    rdma_resource: str = "rdma/hca"
+    gpu_share: bool = False  # Volcano GPU sharing: --gpu-memory without whole GPUs asks it
+    gpu_memory_label: str = "nvidia.com/gpu.memory"  # MiB per GPU (GPU feature discovery)
+    shm_fraction: float = 0.5  # /dev/shm size as a fraction of the pod's memory
+    def_mem_per_cpu_mb: int = 0  # as the gateway's DefMemPerCPU (0: no memory request)
+    kill_wait_s: int = 30  # terminationGracePeriodSeconds (Slurm's KillWait)
+    worker_command: tuple[str, ...] = (
+        "/bin/sh",
+        "-c",
+        "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done",
+    )
+    run_as_user: bool = True  # pods run with the submitter's uid/gid, as Slurm runs jobs
+    allow_host_mounts: bool = False  # --container-mounts as hostPath volumes
+    tolerations: tuple[Toleration, ...] = ()
+    pod_annotations: Mapping[str, str] = field(default_factory=_frozen)
+    pod_labels: Mapping[str, str] = field(default_factory=_frozen)
+    service_account: str | None = None
+    # partitions: every usable node is in `default_partition`; nodes labelled
+    # <partition_label>=<name> are also in partition <name>
+    default_partition: str = "k8s"
+    partition_label: str = "caldera.io/partition"
+    feature_label_prefix: str = "feature.caldera.io/"  # <prefix><feature>=true -> -C feature
+    leaf_label: str = "topology.caldera.io/leaf"
+    # protection of the API server
+    max_pending_pods: int = 256  # not-yet-running pods of this cluster, all jobs together
+    qps: float = 50.0
+    burst: int = 100
+    workers: int = 8  # parallel requests when creating or binding a gang
+    request_timeout_s: float = 15.0
+    # lifecycle
+    resync_s: float = 0.5  # controller tick when nothing happens
+    watch_timeout_s: int = 240
+    delete_orphans: bool = True  # reconcile() deletes objects of jobs the gateway does not run

@@ -1,0 +1,490 @@
+"""Translation, pure: one job attempt -> the Kubernetes objects of its gang.
+
+    root ConfigMap  <prefix>-<id>      the batch script and the mpirun hostfile; every other
+                                       object names it as owner, so deleting it (cascade)
+                                       removes the whole gang
+    env ConfigMap   <prefix>-<id>-env  the job-wide environment (user's export + SLURM_*)
+    Service         <prefix>-<id>      headless: rank r is <prefix>-<id>-r.<prefix>-<id>
+    PodGroup        <prefix>-<id>      Volcano's gang record, minMember = ranks
+    Pod x ranks     <prefix>-<id>-<r>  rank 0 runs the script; the others wait for
+                                       srun/mpirun started from rank 0
+  or, in mode VOLCANO_JOB, one Volcano Job with one task per rank instead of the PodGroup
+  and the pods (Volcano's controller makes the PodGroup and the pods from it).
+
+Objects are plain JSON-shaped dicts (the API server's wire form), so golden files are the
+manifests themselves. Nothing here does IO; owner references are added with `owned_by`
+once the root exists and its uid is known.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gateway.model.jobspec import JobSpec
+from k8s_bridge.names import (
+    ANN_JOB_NAME,
+    ANN_RANKS,
+    ANN_USER,
+    LABEL_ARRAY_JOB,
+    LABEL_ARRAY_TASK,
+    LABEL_RANK,
+    LABEL_ROLE,
+    LABEL_USER,
+    VOLCANO_GROUP_ANNOTATION,
+    GangNames,
+    label_value,
+)
+from k8s_bridge.options import GangMode, K8sOptions
+from k8s_bridge.request import RDMA_FEATURES, GangRequest, RankShare, rank_shares
+from k8s_bridge.slurm_env import (
+    HOSTFILE_PATH,
+    JOB_DIR,
+    SCRIPT_PATH,
+    hostfile,
+    job_environment,
+    rank_environment,
+)
+
+__all__ = [
+    "ANN_DROPPED_ENV",
+    "ANN_MODE",
+    "HOSTFILE_PATH",
+    "GangManifests",
+    "TranslationError",
+    "render_gang",
+    "without_podgroup",
+]
+
+Manifest = dict[str, Any]
+ANN_DROPPED_ENV = "caldera.io/dropped-env"
+ANN_MODE = "caldera.io/mode"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PODGROUP_API = "scheduling.volcano.sh/v1beta1"
+VCJOB_API = "batch.volcano.sh/v1alpha1"
+
+
+class TranslationError(ValueError):
+    """The job cannot be expressed on this cluster (what and why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GangManifests:
+    """Every object of one attempt, in creation order (root first)."""
+
+    names: GangNames
+    mode: GangMode
+    ranks: int
+    root: Manifest
+    env: Manifest
+    service: Manifest
+    podgroup: Manifest | None
+    pods: tuple[Manifest, ...]
+    volcano_job: Manifest | None
+
+    def children(self) -> list[Manifest]:
+        """Everything but the root, in the order they must exist (pods last)."""
+        out = [self.env, self.service]
+        if self.podgroup is not None:
+            out.append(self.podgroup)
+        if self.volcano_job is not None:
+            out.append(self.volcano_job)
+        out.extend(self.pods)
+        return out
+
+    def objects(self) -> list[Manifest]:
+        """Root first, then the children."""
+        return [self.root, *self.children()]
+
+    def owned_by(self, uid: str) -> GangManifests:
+        """The same objects with an owner reference to the root ConfigMap (uid from the
+        server): the garbage collector removes them when the root is deleted."""
+        ref = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": self.names.root,
+            "uid": uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+        def own(obj: Manifest | None) -> Manifest | None:
+            if obj is None:
+                return None
+            meta = dict(obj["metadata"])
+            meta["ownerReferences"] = [ref]
+            return {**obj, "metadata": meta}
+
+        return replace(
+            self,
+            env=own(self.env) or self.env,
+            service=own(self.service) or self.service,
+            podgroup=own(self.podgroup),
+            volcano_job=own(self.volcano_job),
+            pods=tuple(own(p) or p for p in self.pods),
+        )
+
+
+# --- pieces -------------------------------------------------------------------------
+
+
+def _constraint_terms(expr: str | None, prefix: str) -> list[list[dict[str, Any]]]:
+    """`-C a&b|c` as node selector terms (ORed) of label expressions (ANDed)."""
+    if not expr:
+        return []
+    cleaned = re.sub(r"\*\d+", "", expr).replace("[", "").replace("]", "")
+    terms: list[list[dict[str, Any]]] = []
+    for alternative in cleaned.split("|"):
+        # -C ib (infiniband, rdma, roce) is asked as the RDMA device resource instead
+        features = [
+            f for f in re.split(r"[&,]", alternative) if f and f.lower() not in RDMA_FEATURES
+        ]
+        if not features:
+            return []  # one alternative needs nothing beyond resources: no node constraint
+        terms.append(
+            [{"key": f"{prefix}{f}", "operator": "In", "values": ["true"]} for f in features]
+        )
+    return terms
+
+
+def _affinity(req: GangRequest, share: RankShare, opts: K8sOptions) -> Manifest | None:
+    spec = req.spec
+    terms = _constraint_terms(spec.constraint, opts.feature_label_prefix)
+    extra: list[dict[str, Any]] = []
+    if spec.gpu_memory_mb and share.gpus and not opts.gpu_share:
+        extra.append(
+            {
+                "key": opts.gpu_memory_label,
+                "operator": "Gt",
+                "values": [str(spec.gpu_memory_mb - 1)],
+            }
+        )
+    if extra:
+        terms = [t + extra for t in terms] if terms else [extra]
+    affinity: Manifest = {}
+    if terms:
+        affinity["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": t} for t in terms]
+            }
+        }
+    if spec.switches:
+        affinity["podAffinity"] = {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": opts.leaf_label,
+                        "labelSelector": {"matchLabels": _job_selector(req, opts)},
+                    },
+                }
+            ]
+        }
+    return affinity or None
+
+
+def _resources(spec: JobSpec, share: RankShare, opts: K8sOptions) -> Manifest:
+    limits: dict[str, str] = {"cpu": str(share.cpus)}
+    if share.memory_mb:
+        limits["memory"] = f"{share.memory_mb}Mi"
+    if spec.gpu_memory_mb and opts.gpu_share:
+        # Volcano's GPU sharing: memory on shared GPUs instead of whole devices
+        limits["volcano.sh/gpu-memory"] = str(spec.gpu_memory_mb * max(share.gpus, 1))
+        if share.gpus > 1:
+            limits["volcano.sh/gpu-number"] = str(share.gpus)
+    elif share.gpus:
+        limits[opts.gpu_resource] = str(share.gpus)
+    if share.rdma:
+        limits[opts.rdma_resource] = str(share.rdma)
+    return {"requests": dict(limits), "limits": limits}
+
+
+def _mounts(spec: JobSpec, opts: K8sOptions) -> tuple[list[Manifest], list[Manifest]]:
+    """--container-mounts SRC:DST[:ro] as hostPath volumes (when the site allows it)."""
+    volumes: list[Manifest] = []
+    mounts: list[Manifest] = []
+    if not spec.container_mounts:
+        return volumes, mounts
+    if not opts.allow_host_mounts:
+        raise TranslationError(
+            "--container-mounts needs host mounts, which this Kubernetes cluster does not "
+            "allow (allow_host_mounts)"
+        )
+    for i, item in enumerate(spec.container_mounts):
+        parts = item.split(":")
+        src = parts[0]
+        dst = parts[1] if len(parts) > 1 and parts[1] else src
+        flags = parts[2].split("+") if len(parts) > 2 else []
+        if not src.startswith("/") or not dst.startswith("/"):
+            raise TranslationError(f"--container-mounts {item!r}: paths must be absolute")
+        name = f"mount-{i}"
+        volumes.append({"name": name, "hostPath": {"path": src}})
+        mount: Manifest = {"name": name, "mountPath": dst}
+        if "ro" in flags:
+            mount["readOnly"] = True
+        mounts.append(mount)
+    return volumes, mounts
+
+
+def _job_selector(req: GangRequest, opts: K8sOptions) -> dict[str, str]:
+    names = GangNames(opts.name_prefix, req.job_id, req.attempt)
+    labels = names.job_labels(req.cluster)
+    labels.pop("app.kubernetes.io/managed-by")
+    return labels
+
+
+def _labels(req: GangRequest, names: GangNames, role: str, opts: K8sOptions) -> dict[str, str]:
+    labels = dict(opts.pod_labels) if role == "rank" else {}
+    labels.update(names.job_labels(req.cluster))
+    labels[LABEL_ROLE] = role
+    user = label_value(req.user)
+    if user:
+        labels[LABEL_USER] = user
+    if req.array_task_id is not None:
+        labels[LABEL_ARRAY_JOB] = str(req.array_job_id)
+        labels[LABEL_ARRAY_TASK] = str(req.array_task_id)
+    return labels
+
+
+def _meta(
+    req: GangRequest,
+    names: GangNames,
+    name: str,
+    role: str,
+    opts: K8sOptions,
+    annotations: Mapping[str, str] | None = None,
+) -> Manifest:
+    ann = {ANN_JOB_NAME: req.spec.name, ANN_USER: req.user}
+    ann.update(annotations or {})
+    return {
+        "name": name,
+        "namespace": opts.namespace,
+        "labels": _labels(req, names, role, opts),
+        "annotations": ann,
+    }
+
+
+def _scheduler(mode: GangMode, opts: K8sOptions) -> str:
+    if mode is GangMode.CALDERA:
+        return opts.scheduler_name
+    if mode is GangMode.KUBE_SCHEDULER:
+        return "default-scheduler"
+    return "volcano"
+
+
+def _pod_spec(
+    req: GangRequest,
+    names: GangNames,
+    shares: tuple[RankShare, ...],
+    rank: int,
+    mode: GangMode,
+    opts: K8sOptions,
+) -> Manifest:
+    spec = req.spec
+    share = shares[rank]
+    host_volumes, host_mounts = _mounts(spec, opts)
+    shm: Manifest = {"medium": "Memory"}
+    if share.memory_mb:
+        shm["sizeLimit"] = f"{max(int(share.memory_mb * opts.shm_fraction), 1)}Mi"
+    command = [SCRIPT_PATH, *spec.script_args] if rank == 0 else list(opts.worker_command)
+    container: Manifest = {
+        "name": "job",
+        "image": spec.container_image or opts.default_image,
+        "imagePullPolicy": opts.image_pull_policy,
+        "command": command,
+        "env": [{"name": k, "value": v} for k, v in rank_environment(names, shares, rank).items()],
+        "envFrom": [{"configMapRef": {"name": names.env}}],
+        "resources": _resources(spec, share, opts),
+        "volumeMounts": [
+            {"name": "job", "mountPath": JOB_DIR, "readOnly": True},
+            {"name": "shm", "mountPath": "/dev/shm"},
+            *host_mounts,
+        ],
+    }
+    if spec.container_workdir:
+        container["workingDir"] = spec.container_workdir
+    if share.rdma:
+        container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+    pod: Manifest = {
+        "hostname": names.pod(rank),
+        "subdomain": names.service,
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": opts.kill_wait_s,
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "containers": [container],
+        "volumes": [
+            {
+                "name": "job",
+                "configMap": {
+                    "name": names.root,
+                    "defaultMode": 0o644,
+                    "items": [
+                        {"key": "script", "path": "script", "mode": 0o755},
+                        {"key": "hostfile", "path": "hostfile"},
+                    ],
+                },
+            },
+            {"name": "shm", "emptyDir": shm},
+            *host_volumes,
+        ],
+    }
+    if mode is not GangMode.VOLCANO_JOB:
+        pod["schedulerName"] = _scheduler(mode, opts)
+    if req.deadline_s:
+        pod["activeDeadlineSeconds"] = req.deadline_s
+    if opts.run_as_user:
+        pod["securityContext"] = {"runAsUser": req.uid, "runAsGroup": req.gid}
+    if opts.service_account:
+        pod["serviceAccountName"] = opts.service_account
+    if req.partition and req.partition != opts.default_partition:
+        pod["nodeSelector"] = {opts.partition_label: req.partition}
+    affinity = _affinity(req, share, opts)
+    if affinity:
+        pod["affinity"] = affinity
+    if opts.tolerations:
+        pod["tolerations"] = [t.manifest() for t in opts.tolerations]
+    return pod
+
+
+def _pod_annotations(
+    names: GangNames, rank: int, mode: GangMode, opts: K8sOptions
+) -> dict[str, str]:
+    ann = dict(opts.pod_annotations)
+    if mode is GangMode.VOLCANO:
+        ann[VOLCANO_GROUP_ANNOTATION] = names.podgroup
+    return ann
+
+
+def _min_resources(
+    shares: tuple[RankShare, ...], spec: JobSpec, opts: K8sOptions
+) -> dict[str, str]:
+    total: dict[str, int] = {}
+    for share in shares:
+        limits = _resources(spec, share, opts)["requests"]
+        for key, value in limits.items():
+            amount = int(value[:-2]) if value.endswith("Mi") else int(value)
+            total[key] = total.get(key, 0) + amount
+    return {k: (f"{v}Mi" if k == "memory" else str(v)) for k, v in sorted(total.items())}
+
+
+def _env_data(
+    req: GangRequest, names: GangNames, shares: tuple[RankShare, ...], opts: K8sOptions
+) -> tuple[dict[str, str], list[str]]:
+    """The shared environment, without names a ConfigMap key (or a shell) cannot hold."""
+    env = job_environment(req, names, shares, opts.namespace, opts.def_mem_per_cpu_mb)
+    data = {k: v for k, v in env.items() if _ENV_NAME.match(k)}
+    dropped = sorted(k for k in env if not _ENV_NAME.match(k))
+    return dict(sorted(data.items())), dropped
+
+
+# --- the gang -------------------------------------------------------------------------
+
+
+def render_gang(req: GangRequest, opts: K8sOptions, mode: GangMode) -> GangManifests:
+    """Every object of the job attempt `req` for a cluster in `mode`."""
+    names = GangNames(opts.name_prefix, req.job_id, req.attempt)
+    shares = rank_shares(req, opts.def_mem_per_cpu_mb)
+    if not shares:
+        raise TranslationError("the job has no ranks")
+    ranks = len(shares)
+    common = {ANN_RANKS: str(ranks), ANN_MODE: mode.value}
+    root: Manifest = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(req, names, names.root, "root", opts, common),
+        "data": {"script": req.script, "hostfile": hostfile(names, shares)},
+    }
+    env_data, dropped = _env_data(req, names, shares, opts)
+    env_ann = {ANN_DROPPED_ENV: ",".join(dropped)} if dropped else None
+    env: Manifest = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(req, names, names.env, "env", opts, env_ann),
+        "data": env_data,
+    }
+    service: Manifest = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(req, names, names.service, "service", opts),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": _job_selector(req, opts),
+        },
+    }
+    pod_specs = [_pod_spec(req, names, shares, rank, mode, opts) for rank in range(ranks)]
+
+    def rank_meta(rank: int, name: str) -> Manifest:
+        meta = _meta(req, names, name, "rank", opts, _pod_annotations(names, rank, mode, opts))
+        meta["labels"][LABEL_RANK] = str(rank)
+        return meta
+
+    podgroup: Manifest | None = None
+    pods: tuple[Manifest, ...] = ()
+    vcjob: Manifest | None = None
+    if mode is GangMode.VOLCANO_JOB:
+        tasks = []
+        for rank, pod_spec in enumerate(pod_specs):
+            meta = rank_meta(rank, names.pod(rank))
+            template_meta = {"labels": meta["labels"], "annotations": meta["annotations"]}
+            task: Manifest = {
+                "name": f"rank{rank}",
+                "replicas": 1,
+                "minAvailable": 1,
+                "template": {"metadata": template_meta, "spec": pod_spec},
+            }
+            if rank == 0:
+                task["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]
+            tasks.append(task)
+        vcjob = {
+            "apiVersion": VCJOB_API,
+            "kind": "Job",
+            "metadata": _meta(req, names, names.podgroup, "vcjob", opts, common),
+            "spec": {
+                "schedulerName": "volcano",
+                "queue": opts.volcano_queue,
+                "minAvailable": ranks,
+                "maxRetry": 1,
+                "policies": [{"event": "PodFailed", "action": "AbortJob"}],
+                "tasks": tasks,
+            },
+        }
+    else:
+        if mode in (GangMode.VOLCANO, GangMode.CALDERA):
+            pg_spec: Manifest = {"minMember": ranks, "queue": opts.volcano_queue}
+            if mode is GangMode.VOLCANO:
+                pg_spec["minResources"] = _min_resources(shares, req.spec, opts)
+            podgroup = {
+                "apiVersion": PODGROUP_API,
+                "kind": "PodGroup",
+                "metadata": _meta(req, names, names.podgroup, "podgroup", opts, common),
+                "spec": pg_spec,
+            }
+        pods = tuple(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": rank_meta(rank, names.pod(rank)),
+                "spec": pod_spec,
+            }
+            for rank, pod_spec in enumerate(pod_specs)
+        )
+    return GangManifests(
+        names=names,
+        mode=mode,
+        ranks=ranks,
+        root=root,
+        env=env,
+        service=service,
+        podgroup=podgroup,
+        pods=pods,
+        volcano_job=vcjob,
+    )
+
+
+def without_podgroup(manifests: GangManifests) -> GangManifests:
+    """The gang without its PodGroup (a cluster that does not serve Volcano's API)."""
+    return replace(manifests, podgroup=None)

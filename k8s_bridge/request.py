@@ -1,0 +1,139 @@
+"""What translation needs to know about one job attempt, and what each rank asks for.
+
+`GangRequest` is the input of the pure translation (a JobSpec plus the job id, user, script,
+environment and what the gateway decided); `RankShare` is the resources one pod requests.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from gateway.compat.duration import INFINITE
+from gateway.model.backend import Launch
+from gateway.model.job import RankPlacement
+from gateway.model.jobspec import JobSpec
+from gateway.scheduler.request import NodeRequest, node_request
+
+__all__ = ["RDMA_FEATURES", "GangRequest", "RankShare", "rank_shares", "rdma_per_rank"]
+
+_RDMA_GRES = frozenset({"ib", "rdma", "hca", "infiniband", "roce"})
+RDMA_FEATURES = frozenset({"ib", "infiniband", "rdma", "roce"})
+
+
+def _frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GangRequest:
+    """One attempt of one job, as translation sees it."""
+
+    job_id: int
+    spec: JobSpec
+    user: str
+    uid: int
+    gid: int
+    script: str
+    group: str = ""
+    environment: Mapping[str, str] = field(default_factory=_frozen)
+    partition: str = ""
+    cluster: str = "k8s"
+    account: str = ""
+    qos: str = "normal"
+    submit_host: str = "localhost"
+    time_limit: int | None = None  # effective, minutes; None or INFINITE: none
+    attempt: int = 0
+    array_job_id: int = 0
+    array_task_id: int | None = None
+    placement: tuple[RankPlacement, ...] = ()
+
+    @classmethod
+    def from_launch(cls, launch: Launch) -> GangRequest:
+        """The request of a gateway Launch (the job's restart count is the attempt)."""
+        job = launch.job
+        env = dict(launch.environment)
+        env.update(launch.env_extra)
+        limit = job.time_limit if job.time_limit else job.spec.time_limit
+        return cls(
+            job_id=job.job_id,
+            spec=job.spec,
+            user=job.user,
+            uid=job.uid,
+            gid=job.gid,
+            group=job.group,
+            script=launch.script,
+            environment=_frozen(env),
+            partition=launch.partition or job.partition,
+            cluster=launch.cluster,
+            account=job.account,
+            qos=job.qos,
+            submit_host=job.submit_host,
+            time_limit=limit,
+            attempt=job.restart_count,
+            array_job_id=job.array_job_id,
+            array_task_id=job.array_task_id,
+            placement=tuple(launch.placement),
+        )
+
+    @property
+    def node_request(self) -> NodeRequest:
+        """The scheduler's per-node request of this job."""
+        return node_request(self.spec)
+
+    @property
+    def deadline_s(self) -> int | None:
+        """The time limit in seconds (activeDeadlineSeconds), None when unlimited."""
+        if self.time_limit is None or self.time_limit in (0, INFINITE):
+            return None
+        return self.time_limit * 60
+
+
+@dataclass(frozen=True, slots=True)
+class RankShare:
+    """What one rank (pod) requests."""
+
+    tasks: int
+    cpus: int
+    memory_mb: int  # 0: no memory request
+    gpus: int
+    rdma: int
+
+
+def _feature_tokens(expr: str | None) -> set[str]:
+    if not expr:
+        return set()
+    return {t.lower() for t in re.split(r"[^A-Za-z0-9_.-]+", expr) if t}
+
+
+def rdma_per_rank(spec: JobSpec, gpus: int) -> int:
+    """RDMA devices per rank: `--gres=ib:N` (also rdma/hca/roce) asks N; `-C ib` (or
+    infiniband/rdma/roce) asks one per GPU (at least one): GPUDirect pairs a NIC with each."""
+    counted = sum(g.count for g in spec.gres if g.name.lower() in _RDMA_GRES)
+    if counted:
+        return counted
+    if _feature_tokens(spec.constraint) & RDMA_FEATURES:
+        return max(gpus, 1)
+    return 0
+
+
+def rank_shares(req: GangRequest, def_mem_per_cpu_mb: int = 0) -> tuple[RankShare, ...]:
+    """Every rank's request: the gateway's placement when it gave one per rank, else the
+    job's per-node request (as Slurm derives it)."""
+    nreq = req.node_request
+    gpus = nreq.gpus
+    rdma = rdma_per_rank(req.spec, gpus)
+    shares: list[RankShare] = []
+    use_placement = len(req.placement) == nreq.nodes
+    for rank, tasks in enumerate(nreq.tasks_per_node):
+        if use_placement:
+            place = req.placement[rank]
+            cpus, memory = place.cpus, place.memory_mb
+        else:
+            cpus = nreq.cpus
+            # --mem=0 asks for the whole node: known only once placed, so no request here
+            memory = 0 if nreq.memory_mb is None else nreq.memory_for(cpus, def_mem_per_cpu_mb, 0)
+        shares.append(RankShare(tasks, max(cpus, 1), max(memory, 0), gpus, rdma))
+    return tuple(shares)

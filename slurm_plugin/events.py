@@ -1,0 +1,102 @@
+"""Slurm's view of a job as BackendEvents for the gateway (pure).
+
+- not finished -> `STARTED` carrying Slurm's state (PENDING while Slurm queues it, RUNNING,
+  SUSPENDED, COMPLETING ...), its reason and nodes: the gateway shows what Slurm shows;
+- finished -> `FINISHED` with state, reason, wait status and derived exit code, end time;
+- a Slurm job that neither slurmctld nor slurmdbd knows -> `LOST`;
+- the cluster cannot be reached -> `STARTED` with the job's last known state and
+  `Reason.CLUSTER_UNREACHABLE`;
+- sacct steps -> `STEP` events with Caldera's job id.
+"""
+
+from __future__ import annotations
+
+from gateway.model.backend import BackendEvent, EventKind
+from gateway.model.job import Step
+from gateway.model.state import JobState, Reason
+from slurm_plugin.client import JobStatus
+from slurm_plugin.mapping import reason_from_slurm
+
+__all__ = ["finished_event", "lost_event", "state_event", "step_event", "unreachable_event"]
+
+
+def _nodes(row: JobStatus, prefix: str) -> tuple[str, ...]:
+    return tuple(prefix + n for n in row.nodes)
+
+
+def state_event(
+    job_id: int, row: JobStatus, prefix: str, now: float, run: int = 0
+) -> BackendEvent:
+    """A job Slurm has not finished: its state, reason and nodes."""
+    reason, text = reason_from_slurm(row.reason)
+    return BackendEvent(
+        job_id=job_id,
+        kind=EventKind.STARTED,
+        time=row.start_time if row.start_time and row.state is not JobState.PENDING else now,
+        state=row.state,
+        reason=reason,
+        nodes=_nodes(row, prefix) if row.state is not JobState.PENDING else (),
+        backend_id=row.ref.text,
+        message=text or row.state_desc,
+        run=run,
+    )
+
+
+def finished_event(
+    job_id: int, row: JobStatus, prefix: str, now: float, run: int = 0
+) -> BackendEvent:
+    """A job Slurm finished."""
+    reason, text = reason_from_slurm(row.reason)
+    return BackendEvent(
+        job_id=job_id,
+        kind=EventKind.FINISHED,
+        time=row.end_time or now,
+        state=row.state,
+        reason=reason,
+        exit_code=row.exit_code or 0,
+        derived_exit_code=row.derived_exit_code or 0,
+        nodes=_nodes(row, prefix),
+        backend_id=row.ref.text,
+        message=text or row.state_desc,
+        run=run,
+    )
+
+
+def lost_event(
+    job_id: int, backend_id: str | None, now: float, why: str, run: int = 0
+) -> BackendEvent:
+    """Slurm does not know the job (never submitted, or its records are gone)."""
+    return BackendEvent(
+        job_id=job_id, kind=EventKind.LOST, time=now, backend_id=backend_id, message=why,
+        run=run,
+    )
+
+
+def unreachable_event(
+    job_id: int, state: JobState, backend_id: str | None, now: float, why: str, run: int = 0
+) -> BackendEvent:
+    """The job keeps its last known state; the reason says the cluster is unreachable."""
+    return BackendEvent(
+        job_id=job_id,
+        kind=EventKind.STARTED,
+        time=now,
+        state=state,
+        reason=Reason.CLUSTER_UNREACHABLE,
+        backend_id=backend_id,
+        message=why,
+        run=run,
+    )
+
+
+def step_event(job_id: int, step: Step, now: float, run: int = 0) -> BackendEvent:
+    """One accounting step (sacct) of a finished job."""
+    return BackendEvent(
+        job_id=job_id,
+        kind=EventKind.STEP,
+        time=step.end_time or now,
+        state=step.state,
+        exit_code=step.exit_code,
+        nodes=step.nodes,
+        step=step,
+        run=run,
+    )

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The test command of the README: installs what the tests need (Debian packages, Python
+# packages, the Kubernetes components built from upstream through the Go module proxy),
+# starts the real Slurm cluster and the Podman Docker-API socket, and runs every test.
+# Runs as root on a Debian 12 machine. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+t0=$(date +%s)
+step() { printf '[%s +%ss] %s\n' "$(date +%T)" "$(( $(date +%s) - t0 ))" "$*"; }
+
+step "Debian packages"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+bash testenv/slurm/install.sh
+if [ -x testenv/containers/install.sh ]; then bash testenv/containers/install.sh; fi
+
+step "Python packages"
+python3 -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+python3 -m pip install -q -e '.[test]'
+
+step "Kubernetes components (cached after the first build)"
+bash testenv/k8s/build.sh
+
+step "Real Slurm cluster"
+bash testenv/slurm/up.sh
+if [ -x testenv/containers/up.sh ]; then bash testenv/containers/up.sh; fi
+
+cleanup() {
+  step "stopping test services"
+  bash testenv/k8s/down.sh >/dev/null 2>&1 || true
+  if [ -x testenv/containers/down.sh ]; then bash testenv/containers/down.sh >/dev/null 2>&1 || true; fi
+  bash testenv/slurm/down.sh >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+step "pytest"
+# the same Hypothesis examples on every CI run (tests/conftest.py)
+CALDERA_HYPOTHESIS_PROFILE="${CALDERA_HYPOTHESIS_PROFILE:-ci}" \
+  python3 -m pytest -q -ra -p no:cacheprovider "$@"

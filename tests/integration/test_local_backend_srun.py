@@ -1,0 +1,105 @@
+"""srun inside local jobs: task ranks, step records, exit codes, labelled output."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from gateway.model.job import exit_code_pair
+from gateway.model.state import JobState
+from tests.integration.test_local_backend_support import (
+    Env,
+    finish,
+    make_launch,
+    temporary_env,
+)
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="runs jobs as other users (root)")
+
+
+@pytest.fixture
+def local_env() -> Iterator[Env]:
+    yield from temporary_env()
+
+
+def test_srun_tasks_get_ranks_and_the_step_layout(local_env: Env) -> None:
+    backend = local_env.backend()
+    script = ("#!/bin/bash\nsrun bash -c 'echo $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID "
+              "$SLURM_STEP_ID $SLURM_STEP_NUM_TASKS $SLURM_NTASKS $SLURM_GTIDS "
+              "$SLURM_STEP_NODELIST $SLURM_JOB_ID' | sort\n"
+              "srun -n1 -c2 bash -c 'echo second $SLURM_STEP_ID $SLURM_CPUS_PER_TASK'\n")
+    launch = make_launch(local_env, script, ["-n3"], user="tester", tasks=3, cpus=2)
+    event = finish(backend, launch)
+    assert event.state is JobState.COMPLETED
+    jid = launch.job.job_id
+    lines = (local_env.work / f"slurm-{jid}.out").read_text().splitlines()
+    assert lines == [
+        f"0 0 0 0 3 3 0,1,2 localnode {jid}",
+        f"1 1 0 0 3 3 0,1,2 localnode {jid}",
+        f"2 2 0 0 3 3 0,1,2 localnode {jid}",
+        "second 1 2",
+    ]
+    steps = backend.steps(jid)
+    assert [(s.step_id, s.name, s.ntasks, s.state) for s in steps] == [
+        ("batch", "batch", 1, JobState.COMPLETED),
+        ("0", "bash", 3, JobState.COMPLETED),
+        ("1", "bash", 1, JobState.COMPLETED),
+    ]
+
+
+def test_srun_exit_code_is_the_highest_of_its_tasks(local_env: Env) -> None:
+    backend = local_env.backend()
+    script = ("#!/bin/bash\nsrun -n2 bash -c '[ $SLURM_PROCID = 1 ] && exit 5; exit 2'\n"
+              "echo rc=$?\nsrun -n2 bash -c 'kill -9 $$'\necho rc=$?\n"
+              "srun -n1 true\necho rc=$?\n")
+    launch = make_launch(local_env, script, ["-n2"], tasks=2, cpus=2)
+    event = finish(backend, launch)
+    out = (local_env.work / f"slurm-{launch.job.job_id}.out").read_text()
+    assert "rc=5\n" in out
+    assert "rc=137\n" in out
+    assert "rc=0\n" in out
+    assert "srun: error: localnode: task 0: Exited with exit code 2" in out
+    assert "srun: error: localnode: task 1: Exited with exit code 5" in out
+    assert "srun: error: localnode: tasks 0-1: Killed" in out
+    states = [(s.step_id, s.state, exit_code_pair(s.exit_code))
+              for s in backend.steps(launch.job.job_id)]
+    assert states == [
+        ("batch", JobState.COMPLETED, (0, 0)),
+        ("0", JobState.FAILED, (5, 0)),
+        ("1", JobState.CANCELLED, (0, 9)),
+        ("2", JobState.COMPLETED, (0, 0)),
+    ]
+    assert event.state is JobState.COMPLETED
+    assert exit_code_pair(event.derived_exit_code) == (5, 0)
+
+
+def test_srun_label_prefixes_each_line_with_the_rank(local_env: Env) -> None:
+    backend = local_env.backend()
+    launch = make_launch(local_env, "#!/bin/bash\nsrun -l -n2 echo hi | sort\n", ["-n2"],
+                         tasks=2, cpus=2)
+    finish(backend, launch)
+    out = (local_env.work / f"slurm-{launch.job.job_id}.out").read_text()
+    assert out == "0: hi\n1: hi\n"
+
+
+def test_srun_refuses_multi_node_steps(local_env: Env) -> None:
+    backend = local_env.backend()
+    launch = make_launch(local_env, "#!/bin/bash\nsrun -N2 true\necho rc=$?\n")
+    finish(backend, launch)
+    out = (local_env.work / f"slurm-{launch.job.job_id}.out").read_text()
+    assert "srun: error: the local backend runs every step on one node" in out
+    assert out.endswith("rc=1\n")
+
+
+def test_srun_steps_still_running_when_the_job_is_cancelled_are_cancelled(
+    local_env: Env,
+) -> None:
+    backend = local_env.backend()
+    launch = make_launch(local_env, "#!/bin/bash\nsrun -n1 sleep 60\n", ["-t", "1"])
+    event = finish(backend, launch)
+    assert event.state is JobState.TIMEOUT
+    step = backend.steps(launch.job.job_id)[1]
+    assert step.step_id == "0"
+    assert step.state is JobState.CANCELLED

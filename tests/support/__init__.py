@@ -1,0 +1,1 @@
+"""Helpers shared by tests that drive real components (Slurm test cluster, ...)."""

@@ -1,0 +1,103 @@
+"""Backend events as job state changes (gateway/control/transitions.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gateway.control.transitions import after_event, ended, requeued
+from gateway.model.backend import BackendEvent, EventKind
+from gateway.model.state import JobState, Reason
+from tests.support.builders import make_job
+
+NOW = 1_700_000_000.0
+
+
+def _running(requeue: bool | None = None):  # type: ignore[no-untyped-def]
+    job = make_job(7).state(JobState.RUNNING, start_time=NOW - 60, nodes=("n01",)).build()
+    return replace(job, spec=replace(job.spec, requeue=requeue), backend_id="b7")
+
+
+def test_finished_keeps_the_backends_state_exit_code_and_nodes() -> None:
+    ev = BackendEvent(
+        job_id=7,
+        kind=EventKind.FINISHED,
+        time=NOW,
+        state=JobState.FAILED,
+        exit_code=3 << 8,
+        nodes=("n02",),
+    )
+    out = after_event(_running(), ev, requeue_default=True, now=NOW + 5)
+    assert out is not None
+    assert (out.state, out.exit_code, out.end_time, out.nodes) == (
+        JobState.FAILED,
+        3 << 8,
+        NOW,
+        ("n02",),
+    )
+
+
+def test_a_node_failure_requeues_unless_the_job_said_no_requeue() -> None:
+    ev = BackendEvent(job_id=7, kind=EventKind.FINISHED, time=NOW, state=JobState.NODE_FAIL)
+    again = after_event(_running(), ev, requeue_default=True, now=NOW)
+    assert again is not None
+    assert (again.state, again.restart_count, again.backend_id) == (JobState.PENDING, 1, None)
+    failed = after_event(_running(requeue=False), ev, requeue_default=True, now=NOW)
+    assert failed is not None
+    assert failed.state is JobState.NODE_FAIL
+
+
+def test_a_lost_job_ends_node_fail_when_the_gateway_learns_of_it() -> None:
+    ev = BackendEvent(job_id=7, kind=EventKind.LOST, time=NOW - 30)
+    out = after_event(_running(), ev, requeue_default=False, now=NOW)
+    assert out is not None
+    assert (out.state, out.reason, out.end_time) == (JobState.NODE_FAIL, Reason.NODE_DOWN, NOW)
+
+
+def test_slurm_side_states_and_reasons_are_taken_over() -> None:
+    queued = replace(make_job(8).build(), backend_id="")
+    ev = BackendEvent(
+        job_id=8, kind=EventKind.STARTED, time=NOW, backend_id="4242", reason=Reason.DEPENDENCY
+    )
+    out = after_event(queued, ev, requeue_default=False, now=NOW)
+    assert out is not None
+    assert (out.state, out.backend_id, out.reason) == (JobState.PENDING, "4242", Reason.DEPENDENCY)
+    started = after_event(
+        out, replace(ev, state=JobState.RUNNING, nodes=("node01",)), requeue_default=False, now=NOW
+    )
+    assert started is not None
+    assert (started.state, started.start_time, started.nodes) == (
+        JobState.RUNNING,
+        NOW,
+        ("node01",),
+    )
+    assert (
+        after_event(
+            started,
+            replace(ev, state=JobState.RUNNING, nodes=("node01",)),
+            requeue_default=False,
+            now=NOW,
+        )
+        is None
+    )
+
+
+def test_events_for_finished_or_never_handed_jobs_change_nothing() -> None:
+    done = ended(_running(), JobState.COMPLETED, NOW)
+    for kind in EventKind:
+        assert (
+            after_event(
+                done, BackendEvent(job_id=7, kind=kind, time=NOW), requeue_default=True, now=NOW
+            )
+            is None
+        )
+    fresh = make_job(9).build()
+    assert (
+        after_event(
+            fresh,
+            BackendEvent(job_id=9, kind=EventKind.FINISHED, time=NOW),
+            requeue_default=True,
+            now=NOW,
+        )
+        is None
+    )
+    assert requeued(_running()).restart_count == 1

@@ -1,0 +1,174 @@
+"""Pod phases and reasons -> the verdict of the whole gang."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.model.backend import EventKind
+from gateway.model.state import JobState, Reason
+from k8s_bridge.gang import Gang, Verdict, decode_verdict, encode_verdict
+from k8s_bridge.lifecycle import PodState, gang_status, parse_pod
+from k8s_bridge.options import GangMode, K8sOptions
+from k8s_bridge.render import render_gang
+from k8s_bridge.request import GangRequest
+from tests.support.builders import make_job
+
+
+def pod(rank: int, phase: str = "Running", **fields: Any) -> PodState:
+    base: dict[str, Any] = {
+        "name": f"caldera-1-{rank}",
+        "uid": f"u{rank}",
+        "job_id": 1,
+        "attempt": 0,
+        "rank": rank,
+        "phase": phase,
+        "node": f"n{rank}" if phase != "Pending" else None,
+    }
+    base.update(fields)
+    return PodState(**base)
+
+
+def test_all_ranks_running_is_a_running_gang() -> None:
+    status = gang_status([pod(0), pod(1), pod(2)], 3)
+    assert status.all_running
+    assert not status.done
+    assert not status.partly_placed
+
+
+def test_some_ranks_unbound_is_partly_placed_and_not_running() -> None:
+    status = gang_status([pod(0), pod(1, "Pending"), pod(2, "Pending")], 3)
+    assert status.partly_placed
+    assert not status.all_running
+
+
+def test_the_job_ends_when_rank_zero_ends() -> None:
+    status = gang_status([pod(0, "Succeeded", exit_code=0), pod(1)], 2)
+    assert status.state is JobState.COMPLETED
+    assert status.exit_code == 0
+    assert status.rank == 0
+
+
+def test_rank_zero_exit_code_is_the_job_exit_code() -> None:
+    status = gang_status([pod(0, "Failed", exit_code=3, reason="Error"), pod(1)], 2)
+    assert status.state is JobState.FAILED
+    assert status.exit_code == 3 << 8
+    assert status.reason is Reason.NON_ZERO_EXIT_CODE
+
+
+def test_a_failed_rank_fails_the_whole_gang() -> None:
+    status = gang_status([pod(0), pod(1), pod(2, "Failed", exit_code=7, reason="Error")], 3)
+    assert status.state is JobState.FAILED
+    assert status.rank == 2
+    assert status.exit_code == 7 << 8
+    assert "rank 2" in status.message
+
+
+def test_signals_oom_timeout_node_loss_and_preemption() -> None:
+    killed = gang_status([pod(0, "Failed", exit_code=137)], 1)
+    assert (killed.state, killed.exit_code) == (JobState.FAILED, 9)
+    oom = gang_status([pod(0, "Failed", exit_code=137, reason="OOMKilled")], 1)
+    assert oom.state is JobState.OUT_OF_MEMORY
+    late = gang_status([pod(0, "Failed", reason="DeadlineExceeded")], 1)
+    assert late.state is JobState.TIMEOUT
+    lost = gang_status([pod(0), pod(1, "Unknown")], 2)
+    assert (lost.state, lost.reason) == (JobState.NODE_FAIL, Reason.NODE_DOWN)
+    evicted = gang_status([pod(0), pod(1, "Failed", reason="Evicted")], 2)
+    assert evicted.state is JobState.NODE_FAIL
+    preempted = gang_status([pod(0), pod(1, "Failed", preempted=True)], 2)
+    assert preempted.state is JobState.PREEMPTED
+
+
+def test_pods_being_deleted_by_caldera_are_not_failures() -> None:
+    status = gang_status([pod(0), pod(1, "Failed", exit_code=143, deleting=True)], 2)
+    assert not status.done
+
+
+def test_a_pod_vanishing_after_the_gang_ran_is_a_node_failure_only_when_synced() -> None:
+    assert not gang_status([pod(0)], 2, was_running=True, missing_is_lost=False).done
+    assert not gang_status([pod(0)], 2, was_running=False, missing_is_lost=True).done
+    lost = gang_status([pod(0)], 2, was_running=True, missing_is_lost=True)
+    assert lost.state is JobState.NODE_FAIL
+
+
+def test_pods_parse_from_api_objects() -> None:
+    obj = {
+        "metadata": {
+            "name": "caldera-5-1",
+            "uid": "abc",
+            "labels": {"caldera.io/job-id": "5", "caldera.io/rank": "1", "caldera.io/attempt": "2"},
+        },
+        "spec": {"nodeName": "kwok-node-01"},
+        "status": {
+            "phase": "Failed",
+            "startTime": "2026-01-01T00:00:00Z",
+            "containerStatuses": [
+                {
+                    "state": {
+                        "terminated": {
+                            "exitCode": 3,
+                            "reason": "Error",
+                            "finishedAt": "2026-01-01T00:00:05Z",
+                        }
+                    }
+                }
+            ],
+        },
+    }
+    parsed = parse_pod(obj)
+    assert parsed is not None
+    assert (parsed.job_id, parsed.rank, parsed.attempt) == (5, 1, 2)
+    assert (parsed.phase, parsed.exit_code, parsed.node) == ("Failed", 3, "kwok-node-01")
+    assert parsed.finished is not None
+    assert parsed.started is not None
+    assert parsed.finished - parsed.started == 5
+    assert parse_pod({"metadata": {"name": "other", "labels": {}}}) is None
+
+
+def test_verdicts_round_trip_through_the_root_annotations() -> None:
+    status = gang_status([pod(0, "Failed", exit_code=2, message="boom")], 1)
+    verdict = Verdict.from_status(status)
+    back = decode_verdict(encode_verdict(verdict))
+    assert back is not None
+    assert (back.kind, back.state, back.reason, back.exit_code) == (
+        verdict.kind,
+        JobState.FAILED,
+        Reason.NON_ZERO_EXIT_CODE,
+        512,
+    )
+    assert "boom" in back.message
+    assert decode_verdict({}) is None
+
+
+def _gang(requeue: bool | None = None, deadline_s: int | None = None) -> Gang:
+    job = make_job(9).nodes(2).spec(requeue=requeue).build()
+    req = GangRequest(job_id=9, spec=job.spec, user="u", uid=1, gid=1, script="#!/bin/sh\n")
+    manifests = render_gang(req, K8sOptions(), GangMode.CALDERA)
+    return Gang(
+        job=job, names=manifests.names, manifests=manifests, submitted=0.0, deadline_s=deadline_s
+    )
+
+
+def test_the_time_limit_ends_a_running_gang_after_the_kill_wait() -> None:
+    gang = _gang(deadline_s=60)
+    running = gang_status([pod(0), pod(1)], 2)
+    assert gang.observe([pod(0), pod(1)], running, mono=100.0)
+    assert gang.nodes == ("n0", "n1")
+    assert gang.decide(running, mono=170.0, now=0.0, grace_s=30) is None
+    verdict = gang.decide(running, mono=191.0, now=0.0, grace_s=30)
+    assert verdict is not None
+    assert (verdict.state, verdict.reason) == (JobState.TIMEOUT, Reason.TIME_LIMIT)
+
+
+def test_requeue_turns_a_failed_rank_into_a_lost_gang_but_not_a_failed_script() -> None:
+    rank_failed = gang_status([pod(0), pod(1, "Failed", exit_code=1)], 2)
+    script_failed = gang_status([pod(0, "Failed", exit_code=1), pod(1)], 2)
+    with_requeue = _gang(requeue=True)
+    verdict = with_requeue.decide(rank_failed, 0.0, 0.0, 30)
+    assert verdict is not None
+    assert verdict.kind is EventKind.LOST
+    script = with_requeue.decide(script_failed, 0.0, 0.0, 30)
+    assert script is not None
+    assert (script.kind, script.state) == (EventKind.FINISHED, JobState.FAILED)
+    plain = _gang().decide(rank_failed, 0.0, 0.0, 30)
+    assert plain is not None
+    assert (plain.kind, plain.state) == (EventKind.FINISHED, JobState.FAILED)

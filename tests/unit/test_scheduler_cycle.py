@@ -1,0 +1,166 @@
+"""The scheduling cycle: gates and reasons, gang fit, arrays, backfill."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import replace
+
+from gateway.model.job import Job, RankPlacement
+from gateway.model.state import JobState, Reason
+from gateway.scheduler.builtin import DEFAULT_PLUGINS, FACTORIES
+from gateway.scheduler.cycle import run_cycle
+from gateway.scheduler.plugins import Registry
+from gateway.scheduler.snapshot import DepTarget, NodeFree, Snapshot
+from tests.support.builders import make_cluster, make_job
+
+REG = Registry.build(DEFAULT_PLUGINS, FACTORIES)
+
+
+def snap(
+    jobs: Iterable[Job],
+    nodes: int = 1,
+    cpus: int = 4,
+    gpus: int = 0,
+    targets: dict[int, tuple[DepTarget, ...]] | None = None,
+    now: float | None = None,
+    running_tasks: dict[int, int] | None = None,
+) -> Snapshot:
+    cluster = make_cluster(nodes=nodes, cpus=cpus, gpus=gpus)
+    jobs = list(jobs)
+    free = {
+        n.name: NodeFree(n, n.cpus, n.memory_mb, frozenset(g.index for g in n.gpus))
+        for n in cluster.nodes
+    }
+    running = tuple(j for j in jobs if j.state.is_active)
+    for j in running:
+        for p in j.placement:
+            f = free[p.node]
+            free[p.node] = replace(
+                f,
+                cpus=f.cpus - p.cpus,
+                memory_mb=f.memory_mb - p.memory_mb,
+                gpus=f.gpus - set(p.gpus),
+                jobs=f.jobs + 1,
+            )
+    return Snapshot(
+        now=now or time.time(),
+        pending=tuple(j for j in jobs if j.state is JobState.PENDING),
+        running=running,
+        clusters={"local": cluster},
+        free=free,
+        dep_targets=targets or {},
+        running_tasks=running_tasks or {},
+    )
+
+
+def target(job_id: int, state: JobState, exit_code: int = 0) -> DepTarget:
+    return DepTarget(job_id, state, exit_code, time.time() - 10, 1000, "x")
+
+
+def test_a_job_that_fits_starts_on_the_node():
+    result = run_cycle(snap([make_job(1).tasks(2).build()]), REG)
+    assert [d.job.job_id for d in result.starts] == [1]
+    assert result.starts[0].placement[0].cpus == 2
+
+
+def test_the_first_job_that_does_not_fit_waits_for_resources_and_later_ones_for_priority():
+    jobs = [
+        make_job(1).tasks(3).build(),
+        make_job(2).tasks(3).build(),
+        make_job(3).tasks(3).build(),
+    ]
+    result = run_cycle(snap(jobs, cpus=4), REG)
+    assert [d.job.job_id for d in result.starts] == [1]
+    assert result.reasons == {2: Reason.RESOURCES, 3: Reason.PRIORITY}
+
+
+def test_a_gang_is_placed_whole_or_not_at_all():
+    # 3 nodes needed, only 2 exist: nothing may be allocated
+    result = run_cycle(snap([make_job(1).nodes(3).build()], nodes=2), REG)
+    assert result.starts == []
+    assert result.reasons[1] is Reason.RESOURCES
+    result = run_cycle(snap([make_job(1).nodes(2).tasks(4).build()], nodes=2), REG)
+    assert [p.node for p in result.starts[0].placement] == ["n01", "n02"]
+    assert [p.tasks for p in result.starts[0].placement] == [2, 2]
+
+
+def test_held_jobs_and_future_begin_times_wait_with_slurms_reasons():
+    later = time.time() + 3600
+    jobs = [make_job(1).held().build(), make_job(2).spec(begin=int(later)).build()]
+    result = run_cycle(snap(jobs), REG)
+    assert result.starts == []
+    assert result.reasons == {1: Reason.JOB_HELD_USER, 2: Reason.BEGIN_TIME}
+
+
+def test_afterok_waits_then_starts_and_never_starts_after_a_failure():
+    job = make_job(2).depends("afterok:1").build()
+    running = {1: (target(1, JobState.RUNNING),)}
+    assert run_cycle(snap([job], targets=running), REG).reasons[2] is Reason.DEPENDENCY
+    done = {1: (target(1, JobState.COMPLETED),)}
+    assert [d.job.job_id for d in run_cycle(snap([job], targets=done), REG).starts] == [2]
+    failed = {1: (target(1, JobState.FAILED, 256),)}
+    assert run_cycle(snap([job], targets=failed), REG).never[2] is (
+        Reason.DEPENDENCY_NEVER_SATISFIED
+    )
+
+
+def test_afternotok_and_any_of_dependencies():
+    job = make_job(3).depends("afternotok:1?afterok:2").build()
+    targets = {1: (target(1, JobState.COMPLETED),), 2: (target(2, JobState.RUNNING),)}
+    assert run_cycle(snap([job], targets=targets), REG).reasons[3] is Reason.DEPENDENCY
+    targets[2] = (target(2, JobState.COMPLETED),)
+    assert run_cycle(snap([job], targets=targets), REG).starts
+
+
+def test_a_dependency_on_a_job_that_no_longer_exists_is_lifted_as_in_slurm():
+    job = make_job(2).depends("afterok:999").build()
+    assert run_cycle(snap([job]), REG).starts
+
+
+def test_array_tasks_start_up_to_the_throttle():
+    meta = make_job(1).array("0-9%2").tasks(1).build()
+    result = run_cycle(snap([meta], cpus=8), REG)
+    assert [d.task for d in result.starts] == [0, 1]
+    result = run_cycle(snap([meta], cpus=8, running_tasks={1: 2}), REG)
+    assert result.starts == []
+    assert result.reasons[1] is Reason.JOB_ARRAY_TASK_LIMIT
+
+
+def test_gpus_are_counted_per_node():
+    jobs = [make_job(1).gpus(2).build(), make_job(2).gpus(2).build(), make_job(3).gpus(1).build()]
+    result = run_cycle(snap(jobs, gpus=4, cpus=8), REG)
+    assert [d.job.job_id for d in result.starts] == [1, 2]
+    assert result.starts[0].placement[0].gpus == (0, 1)
+    assert result.starts[1].placement[0].gpus == (2, 3)
+
+
+def test_exclusive_jobs_take_the_whole_node():
+    jobs = [make_job(1).exclusive().build(), make_job(2).build()]
+    result = run_cycle(snap(jobs, cpus=4), REG)
+    assert [d.job.job_id for d in result.starts] == [1]
+    assert result.starts[0].placement[0].cpus == 4
+
+
+def test_backfill_lets_a_short_job_run_when_it_ends_before_the_blocked_job_could_start():
+    now = time.time()
+    running = (
+        make_job(1)
+        .tasks(3)
+        .time(60)
+        .state(
+            JobState.RUNNING,
+            start_time=now,
+            nodes=("n01",),
+            num_cpus=3,
+            placement=(RankPlacement("n01", 3, 3, 0),),
+        )
+        .build()
+    )
+    big = make_job(2).tasks(4).time(60).build()
+    short = make_job(3).tasks(1).time(10).build()
+    long_ = make_job(4).tasks(1).time(120).build()
+    result = run_cycle(snap([running, big, short, long_], cpus=4, now=now), REG)
+    assert [d.job.job_id for d in result.starts] == [3]
+    assert result.reasons[2] is Reason.RESOURCES
+    assert result.reasons[4] is Reason.PRIORITY

@@ -36,4 +36,4 @@ trap cleanup EXIT
 step "pytest"
 # the same Hypothesis examples on every CI run (tests/conftest.py)
 CALDERA_HYPOTHESIS_PROFILE="${CALDERA_HYPOTHESIS_PROFILE:-ci}" \
-  python3 -m pytest -q -ra -p no:cacheprovider "$@"
+  python3 -m pytest -q -ra -p no:cacheprovider --durations=30 "$@"

@@ -35,9 +35,10 @@ from gateway.compat.errors import CompatError  # noqa: E402
 from gateway.compat.optypes import EarlyExit, ParseContext  # noqa: E402
 from gateway.compat.sbatch import parse_sbatch  # noqa: E402
 
-CORPUS = Path(
-    os.environ.get("CALDERA_SHARED_DATA", str(REPO.parent / "shared" / "data"))
-) / "sbatch-corpus"
+CORPUS = (
+    Path(os.environ.get("CALDERA_SHARED_DATA", str(REPO.parent / "shared" / "data")))
+    / "sbatch-corpus"
+)
 CONTEXT = ParseContext(
     cwd="/home/user/work",
     now=time.time(),

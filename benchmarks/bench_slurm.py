@@ -71,7 +71,11 @@ def bench_submit(jobs: int, block: int, transport: str, workdir: str) -> dict[st
     begin = int(time.time()) + 86400
     user = "tester" if transport == "rest" else "root"
     fields: dict[str, Any] = {
-        "partitions": ("real",), "time_limit": 1, "begin": begin, "stdout": "/dev/null"}
+        "partitions": ("real",),
+        "time_limit": 1,
+        "begin": begin,
+        "stdout": "/dev/null",
+    }
     launches = [
         make_launch(100000 + i, wrap("true"), user=user, workdir=workdir, **fields)
         for i in range(jobs)
@@ -79,8 +83,11 @@ def bench_submit(jobs: int, block: int, transport: str, workdir: str) -> dict[st
     identity = Identity("root", 0, 0)
     direct_argvs = []
     for i in range(jobs):
-        req = build_request(make_launch(200000 + i, wrap("true"), workdir=workdir, **fields),
-                            backend.config, identity)
+        req = build_request(
+            make_launch(200000 + i, wrap("true"), workdir=workdir, **fields),
+            backend.config,
+            identity,
+        )
         direct_argvs.append((["sbatch", "--parsable", *req.options], req.script))
     ids: list[str] = []
     t_backend = t_direct = 0.0
@@ -91,8 +98,15 @@ def bench_submit(jobs: int, block: int, transport: str, workdir: str) -> dict[st
             def direct(lo: int = start) -> float:
                 t0 = time.perf_counter()
                 for argv, script in direct_argvs[lo : lo + block]:
-                    proc = subprocess.run(argv, input=script, capture_output=True, text=True,
-                                          env=ENV, cwd="/", check=True)
+                    proc = subprocess.run(
+                        argv,
+                        input=script,
+                        capture_output=True,
+                        text=True,
+                        env=ENV,
+                        cwd="/",
+                        check=True,
+                    )
                     ids.append(proc.stdout.strip())
                 return time.perf_counter() - t0
 
@@ -138,8 +152,16 @@ def bench_propagation(
     begin = int(time.time()) + 86400
     user = "tester" if transport == "rest" else "root"
     launches = [
-        make_launch(300000 + i, wrap("true"), user=user, workdir=workdir, partitions=("real",),
-                    time_limit=1, begin=begin, stdout="/dev/null")
+        make_launch(
+            300000 + i,
+            wrap("true"),
+            user=user,
+            workdir=workdir,
+            partitions=("real",),
+            time_limit=1,
+            begin=begin,
+            stdout="/dev/null",
+        )
         for i in range(samples)
     ]
     ids = [backend.submit(launch) for launch in launches]
@@ -161,9 +183,11 @@ def bench_propagation(
                 new = backend.poll()
                 t1 = time.time()
                 log.events.extend(new)
-                if any(e.job_id == job_id and (
-                        e.reason is Reason.JOB_HELD_USER if hold
-                        else e.kind is EventKind.FINISHED) for e in new):
+                if any(
+                    e.job_id == job_id
+                    and (e.reason is Reason.JOB_HELD_USER if hold else e.kind is EventKind.FINISHED)
+                    for e in new
+                ):
                     break
                 if t1 - t0 > 30:
                     raise TimeoutError(f"no event for {bid} after 30 s")
@@ -204,8 +228,7 @@ def main() -> None:
         out["submit"] = bench_submit(args.jobs, args.block, args.transport, workdir)
         print(json.dumps(out["submit"]), flush=True)
     if not args.skip_propagation:
-        out["propagation"] = bench_propagation(args.samples, args.transport, workdir,
-                                               args.interval)
+        out["propagation"] = bench_propagation(args.samples, args.transport, workdir, args.interval)
         print(json.dumps(out["propagation"]), flush=True)
     print(json.dumps(out, indent=2))
     os.rmdir(workdir)

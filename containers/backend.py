@@ -126,12 +126,22 @@ class LocalBackend:
 
     def describe(self) -> ClusterState:
         busy = sum(t.cpus for t in self._tracked.values() if t.started and not t.finished)
-        state = NodeState.IDLE if busy == 0 else (
-            NodeState.ALLOCATED if busy >= self.cpus else NodeState.MIXED)
+        state = (
+            NodeState.IDLE
+            if busy == 0
+            else (NodeState.ALLOCATED if busy >= self.cpus else NodeState.MIXED)
+        )
         gres = (("gpu", None, len(self.gpus)),) if self.gpus else ()
-        node = Node(name=self.node_name, cpus=self.cpus, memory_mb=self.memory_mb, state=state,
-                    partitions=(self.partition,), gres=gres, gpus=self.gpus,
-                    switch=self.switch_path[-1] if self.switch_path else None)
+        node = Node(
+            name=self.node_name,
+            cpus=self.cpus,
+            memory_mb=self.memory_mb,
+            state=state,
+            partitions=(self.partition,),
+            gres=gres,
+            gpus=self.gpus,
+            switch=self.switch_path[-1] if self.switch_path else None,
+        )
         part = Partition(name=self.partition, nodes=(self.node_name,), default=True)
         return ClusterState(name=self.cluster, nodes=(node,), partitions=(part,))
 
@@ -183,10 +193,17 @@ class LocalBackend:
             run = job.restart_count
             jobdir = self.job_dir(job.job_id, run)
             if not (jobdir / "spawned").exists():
-                events.append(BackendEvent(job_id=job.job_id, kind=EventKind.LOST,
-                                           time=time.time(), state=JobState.NODE_FAIL,
-                                           reason=Reason.NONE, run=run,
-                                           message="not known to the local backend"))
+                events.append(
+                    BackendEvent(
+                        job_id=job.job_id,
+                        kind=EventKind.LOST,
+                        time=time.time(),
+                        state=JobState.NODE_FAIL,
+                        reason=Reason.NONE,
+                        run=run,
+                        message="not known to the local backend",
+                    )
+                )
                 continue
             plan = read_json(jobdir / "plan.json")
             cpus = int(plan.get("cpus", 0)) if isinstance(plan, dict) else 0
@@ -206,8 +223,11 @@ class LocalBackend:
 
     def steps(self, job_id: int, run: int = 0) -> list[Step]:
         """Every step recorded for a job (batch first, then srun steps in order)."""
-        steps = [s for p in (self.job_dir(job_id, run) / "steps").glob("*.json")
-                 if (s := read_step(p, job_id)) is not None]
+        steps = [
+            s
+            for p in (self.job_dir(job_id, run) / "steps").glob("*.json")
+            if (s := read_step(p, job_id)) is not None
+        ]
         return sorted(steps, key=lambda s: (s.step_id != "batch", _step_key(s.step_id)))
 
     def result(self, job_id: int, run: int = 0) -> JobResult | None:
@@ -238,28 +258,55 @@ class LocalBackend:
         bid = self.backend_id(job_id)
         if info is not None and not tracked.started:
             tracked.started = True
-            events.append(BackendEvent(job_id=job_id, kind=EventKind.STARTED,
-                                       time=info.start_time, state=JobState.RUNNING,
-                                       nodes=nodes, backend_id=bid, run=run))
+            events.append(
+                BackendEvent(
+                    job_id=job_id,
+                    kind=EventKind.STARTED,
+                    time=info.start_time,
+                    state=JobState.RUNNING,
+                    nodes=nodes,
+                    backend_id=bid,
+                    run=run,
+                )
+            )
         events.extend(self._step_events(job_id, tracked, run))
         result = self.result(job_id, run)
         if result is None and not self._running(jobdir, info):
             result = self.result(job_id, run)  # it may have finished in between
             if result is None:
                 tracked.finished = True
-                events.append(BackendEvent(job_id=job_id, kind=EventKind.LOST, time=time.time(),
-                                           state=JobState.NODE_FAIL, reason=Reason.NONE,
-                                           nodes=nodes, backend_id=bid, run=run,
-                                           message="supervisor ended without a result"))
+                events.append(
+                    BackendEvent(
+                        job_id=job_id,
+                        kind=EventKind.LOST,
+                        time=time.time(),
+                        state=JobState.NODE_FAIL,
+                        reason=Reason.NONE,
+                        nodes=nodes,
+                        backend_id=bid,
+                        run=run,
+                        message="supervisor ended without a result",
+                    )
+                )
                 return events
         if result is not None:
             events.extend(self._step_events(job_id, tracked, run))
             tracked.finished = True
-            events.append(BackendEvent(job_id=job_id, kind=EventKind.FINISHED,
-                                       time=result.end_time, state=result.state,
-                                       reason=result.reason, exit_code=result.exit_code,
-                                       derived_exit_code=result.derived_exit_code, nodes=nodes,
-                                       backend_id=bid, message=result.message, run=run))
+            events.append(
+                BackendEvent(
+                    job_id=job_id,
+                    kind=EventKind.FINISHED,
+                    time=result.end_time,
+                    state=result.state,
+                    reason=result.reason,
+                    exit_code=result.exit_code,
+                    derived_exit_code=result.derived_exit_code,
+                    nodes=nodes,
+                    backend_id=bid,
+                    message=result.message,
+                    run=run,
+                )
+            )
         return events
 
     def _step_events(self, job_id: int, tracked: _Tracked, run: int = 0) -> list[BackendEvent]:
@@ -269,11 +316,19 @@ class LocalBackend:
             if tracked.steps.get(step.step_id) == sig:
                 continue
             tracked.steps[step.step_id] = sig
-            events.append(BackendEvent(job_id=job_id, kind=EventKind.STEP,
-                                       time=step.end_time or step.start_time or time.time(),
-                                       state=step.state, exit_code=step.exit_code,
-                                       nodes=step.nodes, step=step, run=run,
-                                       backend_id=self.backend_id(job_id)))
+            events.append(
+                BackendEvent(
+                    job_id=job_id,
+                    kind=EventKind.STEP,
+                    time=step.end_time or step.start_time or time.time(),
+                    state=step.state,
+                    exit_code=step.exit_code,
+                    nodes=step.nodes,
+                    step=step,
+                    run=run,
+                    backend_id=self.backend_id(job_id),
+                )
+            )
         return events
 
     def _supervisor(self, jobdir: Path) -> SupervisorInfo | None:
@@ -284,7 +339,8 @@ class LocalBackend:
         try:
             proc = psutil.Process(info.pid)
             return abs(proc.create_time() - info.create_time) < 0.5 and (
-                proc.status() != psutil.STATUS_ZOMBIE)
+                proc.status() != psutil.STATUS_ZOMBIE
+            )
         except psutil.Error:
             return False
 
@@ -302,8 +358,10 @@ class LocalBackend:
     def _plan(self, launch: Launch, jobdir: Path) -> JobPlan:
         job, spec = launch.job, launch.job.spec
         if os.geteuid() != 0 and job.uid != os.geteuid():
-            raise BackendError(f"job {job.job_id}: cannot run as uid {job.uid} "
-                               f"(the local backend runs as uid {os.geteuid()})")
+            raise BackendError(
+                f"job {job.job_id}: cannot run as uid {job.uid} "
+                f"(the local backend runs as uid {os.geteuid()})"
+            )
         here = next((p for p in launch.placement if p.node == self.node_name), None)
         if here is None and launch.placement:
             here = launch.placement[0]
@@ -311,47 +369,82 @@ class LocalBackend:
             raise BackendError(f"job {job.job_id}: no placement")
         login = login_environment(job.user)
         env = batch_environment(
-            launch, launch.environment, node_name=self.node_name, node_id=0,
-            cluster_name=self.cluster, login_env=login, switch_path=self.switch_path,
-            def_mem_per_cpu_mb=self.def_mem_per_cpu_mb, slurm_conf=self.slurm_conf)
+            launch,
+            launch.environment,
+            node_name=self.node_name,
+            node_id=0,
+            cluster_name=self.cluster,
+            login_env=login,
+            switch_path=self.switch_path,
+            def_mem_per_cpu_mb=self.def_mem_per_cpu_mb,
+            slurm_conf=self.slurm_conf,
+        )
         env[STEP_DIR_VAR] = str(jobdir / "steps")
         env["PATH"] = f"{self.spool / 'bin'}:{env.get('PATH', login.get('PATH', '/usr/bin:/bin'))}"
         ctx = PatternContext(
-            job_id=job.job_id, job_name=spec.name, user=job.user, workdir=spec.workdir,
+            job_id=job.job_id,
+            job_name=spec.name,
+            user=job.user,
+            workdir=spec.workdir,
             array_job_id=job.array_job_id,
             array_task_id=job.array_task_id if job.array_task_id is not None else NO_TASK,
-            node_name=self.node_name, node_id=0, task_id=0)
-        stdout = expand_for_open(spec.stdout or default_output(job.array_task_id is not None),
-                                 ctx)
+            node_name=self.node_name,
+            node_id=0,
+            task_id=0,
+        )
+        stdout = expand_for_open(spec.stdout or default_output(job.array_task_id is not None), ctx)
         stderr = expand_for_open(spec.stderr, ctx) if spec.stderr else None
         stdin = expand_for_open(spec.stdin, ctx) if spec.stdin else "/dev/null"
         minutes = job.time_limit or (spec.time_limit or 0)
         limit_s = None if minutes in (0, INFINITE) else minutes * 60 * self.time_scale
         signal = None
         if spec.signal is not None and not spec.signal.reservation:
-            signal = (spec.signal.signal, spec.signal.time * self.time_scale,
-                      spec.signal.batch_only)
+            signal = (
+                spec.signal.signal,
+                spec.signal.time * self.time_scale,
+                spec.signal.batch_only,
+            )
         container = None
         if spec.container_image:
             host = self.docker_host or _docker_host_from_env()
             if not host:
-                raise BackendError(f"job {job.job_id} asks for image {spec.container_image!r} "
-                                   "but no Docker API is configured (CALDERA_DOCKER_HOST or "
-                                   "DOCKER_HOST)")
-            container = ContainerPlan(image=spec.container_image, docker_host=host,
-                                      mounts=parse_mounts(spec.container_mounts),
-                                      workdir=spec.container_workdir,
-                                      name=spec.container_name)
+                raise BackendError(
+                    f"job {job.job_id} asks for image {spec.container_image!r} "
+                    "but no Docker API is configured (CALDERA_DOCKER_HOST or "
+                    "DOCKER_HOST)"
+                )
+            container = ContainerPlan(
+                image=spec.container_image,
+                docker_host=host,
+                mounts=parse_mounts(spec.container_mounts),
+                workdir=spec.container_workdir,
+                name=spec.container_name,
+            )
         return JobPlan(
-            job_id=job.job_id, name=spec.name, node=self.node_name, user=job.user,
-            uid=job.uid, gid=job.gid, groups=_groups(job.user, job.gid), workdir=spec.workdir,
-            script=str(jobdir / "slurm_script"), args=tuple(spec.script_args), env=env,
-            stdin=stdin, stdout=stdout, stderr=stderr,
-            open_append=spec.open_mode == "append", time_limit_s=limit_s,
-            kill_wait_s=self.kill_wait, signal=signal,
+            job_id=job.job_id,
+            name=spec.name,
+            node=self.node_name,
+            user=job.user,
+            uid=job.uid,
+            gid=job.gid,
+            groups=_groups(job.user, job.gid),
+            workdir=spec.workdir,
+            script=str(jobdir / "slurm_script"),
+            args=tuple(spec.script_args),
+            env=env,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            open_append=spec.open_mode == "append",
+            time_limit_s=limit_s,
+            kill_wait_s=self.kill_wait,
+            signal=signal,
             memory_limit_mb=_memory_limit(launch, here.memory_mb, here.cpus, len(here.gpus)),
-            cpus=here.cpus, ntasks=here.tasks or 1, poll_interval_s=self.poll_interval,
-            container=container)
+            cpus=here.cpus,
+            ntasks=here.tasks or 1,
+            poll_interval_s=self.poll_interval,
+            container=container,
+        )
 
     def _prepare(self, jobdir: Path, launch: Launch, plan: JobPlan) -> None:
         jobdir.mkdir(exist_ok=True)
@@ -376,23 +469,33 @@ class LocalBackend:
         try:
             proc = subprocess.Popen(
                 [self.python, "-m", "containers.supervisor", "--detach", str(jobdir)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd="/", env=env,
-                start_new_session=True, close_fds=True)
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                cwd="/",
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+            )
             code = proc.wait(timeout=30)
         except (OSError, subprocess.SubprocessError) as exc:
-            raise BackendError(f"cannot start the supervisor of {jobdir.name}: {exc}",
-                               retryable=True) from exc
+            raise BackendError(
+                f"cannot start the supervisor of {jobdir.name}: {exc}", retryable=True
+            ) from exc
         finally:
             log.close()
         if code != 0:
-            raise BackendError(f"supervisor of job {jobdir.name} failed to start (exit {code})",
-                               retryable=True)
+            raise BackendError(
+                f"supervisor of job {jobdir.name} failed to start (exit {code})", retryable=True
+            )
 
     def _write_srun_shim(self) -> None:
         shim = self.spool / "bin" / "srun"
-        text = (f"#!/bin/sh\n# Caldera's srun for jobs of the local backend\n"
-                f"PYTHONPATH={shlex.quote(_pythonpath())}${{PYTHONPATH:+:$PYTHONPATH}} "
-                f"exec {shlex.quote(self.srun_python)} -m containers.srun \"$@\"\n")
+        text = (
+            f"#!/bin/sh\n# Caldera's srun for jobs of the local backend\n"
+            f"PYTHONPATH={shlex.quote(_pythonpath())}${{PYTHONPATH:+:$PYTHONPATH}} "
+            f'exec {shlex.quote(self.srun_python)} -m containers.srun "$@"\n'
+        )
         if not shim.exists() or shim.read_text() != text:
             tmp = shim.with_name(f".srun.{os.getpid()}")
             tmp.write_text(text)
@@ -438,4 +541,3 @@ def user_and_group(uid: int) -> tuple[str, int, str]:
     """(user name, primary gid, group name) of a uid, for building Jobs."""
     entry = pwd.getpwuid(uid)
     return entry.pw_name, entry.pw_gid, grp.getgrgid(entry.pw_gid).gr_name
-

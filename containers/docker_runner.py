@@ -118,8 +118,9 @@ class ContainerRunner:
 
     def _pump(self, stdout: bool, stderr: bool, fd: int) -> None:
         with contextlib.suppress(Exception):
-            for chunk in self.container.logs(stdout=stdout, stderr=stderr, stream=True,
-                                             follow=True):
+            for chunk in self.container.logs(
+                stdout=stdout, stderr=stderr, stream=True, follow=True
+            ):
                 os.write(fd, chunk)
 
     def _wait(self) -> None:

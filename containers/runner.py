@@ -114,8 +114,13 @@ class ProcessRunner:
                 try:
                     os.chdir(plan.workdir)
                 except OSError as exc:
-                    os.write(2, (f"slurmstepd: error: couldn't chdir to `{plan.workdir}': "
-                                 f"{exc.strerror}: going to /tmp instead\n").encode())
+                    os.write(
+                        2,
+                        (
+                            f"slurmstepd: error: couldn't chdir to `{plan.workdir}': "
+                            f"{exc.strerror}: going to /tmp instead\n"
+                        ).encode(),
+                    )
                     os.chdir("/tmp")
                 env["SLURM_TASK_PID"] = str(os.getpid())
                 os.execve(plan.script, argv, env)  # noqa: S606 - the job's own script

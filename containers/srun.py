@@ -34,11 +34,22 @@ from gateway.model.state import JobState
 
 __all__ = ["SrunError", "main", "parse_args", "run_step"]
 
-_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
-              signal.SIGUSR2)
-_SIGNAL_NAMES = {signal.SIGKILL: "Killed", signal.SIGTERM: "Terminated",
-                 signal.SIGSEGV: "Segmentation fault", signal.SIGABRT: "Aborted",
-                 signal.SIGINT: "Interrupt", signal.SIGBUS: "Bus error"}
+_FORWARDED = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+_SIGNAL_NAMES = {
+    signal.SIGKILL: "Killed",
+    signal.SIGTERM: "Terminated",
+    signal.SIGSEGV: "Segmentation fault",
+    signal.SIGABRT: "Aborted",
+    signal.SIGINT: "Interrupt",
+    signal.SIGBUS: "Bus error",
+}
 
 
 class SrunError(Exception):
@@ -128,12 +139,16 @@ def _ranks(ranks: list[int]) -> str:
 def run_step(ns: argparse.Namespace, env: dict[str, str]) -> int:
     """Run one step; returns srun's exit status."""
     if "SLURM_JOB_ID" not in env:
-        raise SrunError("srun outside a job is not supported by Caldera's local backend; "
-                        "submit a batch script with sbatch")
+        raise SrunError(
+            "srun outside a job is not supported by Caldera's local backend; "
+            "submit a batch script with sbatch"
+        )
     job_nodes = env.get("SLURM_JOB_NODELIST", env.get("SLURMD_NODENAME", "localhost"))
     if int(env.get("SLURM_JOB_NUM_NODES", "1")) > 1 or _node_count(ns.nodes) > 1:
-        raise SrunError("the local backend runs every step on one node; multi-node srun "
-                        "needs the slurm or kubernetes backend")
+        raise SrunError(
+            "the local backend runs every step on one node; multi-node srun "
+            "needs the slurm or kubernetes backend"
+        )
     node = env.get("SLURMD_NODENAME", job_nodes)
     if ns.ntasks is not None:
         ntasks = ns.ntasks
@@ -149,9 +164,17 @@ def run_step(ns: argparse.Namespace, env: dict[str, str]) -> int:
     cpus = ntasks * (cpt or int(env.get("SLURM_CPUS_PER_TASK", "1")))
     name = ns.job_name or os.path.basename(ns.command[0])
     start = time.time()
-    base_record: dict[str, Any] = {"step_id": str(step_id), "name": name, "nodes": [node],
-                                   "ntasks": ntasks, "cpus": cpus, "start_time": start,
-                                   "end_time": None, "exit_code": 0, "state": "RUNNING"}
+    base_record: dict[str, Any] = {
+        "step_id": str(step_id),
+        "name": name,
+        "nodes": [node],
+        "ntasks": ntasks,
+        "cpus": cpus,
+        "start_time": start,
+        "end_time": None,
+        "exit_code": 0,
+        "state": "RUNNING",
+    }
     width = len(str(ntasks - 1))
     procs: list[subprocess.Popen[bytes]] = []
     lock = threading.Lock()
@@ -159,13 +182,22 @@ def run_step(ns: argparse.Namespace, env: dict[str, str]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     for rank in range(ntasks):
-        task_env = task_environment(env, step_id=step_id, ntasks=ntasks, nodes=[node],
-                                    tasks_on_nodes=[ntasks], task=TaskIds(rank, rank, 0),
-                                    cpus_per_task=cpt, label=ns.label, mpi=ns.mpi)
+        task_env = task_environment(
+            env,
+            step_id=step_id,
+            ntasks=ntasks,
+            nodes=[node],
+            tasks_on_nodes=[ntasks],
+            task=TaskIds(rank, rank, 0),
+            cpus_per_task=cpt,
+            label=ns.label,
+            mpi=ns.mpi,
+        )
         pipe = subprocess.PIPE if ns.label else None
         try:
-            proc = subprocess.Popen(ns.command, env=task_env, stdout=pipe, stderr=pipe,
-                                    process_group=0)
+            proc = subprocess.Popen(
+                ns.command, env=task_env, stdout=pipe, stderr=pipe, process_group=0
+            )
         except OSError as exc:
             for p in procs:
                 with contextlib.suppress(ProcessLookupError):
@@ -176,10 +208,8 @@ def run_step(ns: argparse.Namespace, env: dict[str, str]) -> int:
             prefix = f"{rank:0{width}d}: ".encode()
             assert proc.stdout is not None
             assert proc.stderr is not None
-            for stream, out in ((proc.stdout, sys.stdout.buffer), (proc.stderr,
-                                                                    sys.stderr.buffer)):
-                t = threading.Thread(target=_pump, args=(stream, out, prefix, lock),
-                                     daemon=True)
+            for stream, out in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
+                t = threading.Thread(target=_pump, args=(stream, out, prefix, lock), daemon=True)
                 t.start()
                 pumps.append(t)
     base_record["task_pids"] = [p.pid for p in procs]

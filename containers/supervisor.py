@@ -135,8 +135,9 @@ class Supervisor:
                     self._signal_steps(sig)
         if self.cancel_requested and not self.cancelled and not self.timed_out:
             self.cancelled = True
-            self._say(f"*** JOB {self.plan.job_id} ON {self.plan.node} CANCELLED AT "
-                      f"{_stamp(now)} ***")
+            self._say(
+                f"*** JOB {self.plan.job_id} ON {self.plan.node} CANCELLED AT {_stamp(now)} ***"
+            )
             self._terminate(runner, now)
 
     # --- the run -----------------------------------------------------------------------------
@@ -152,8 +153,10 @@ class Supervisor:
         plan = self.plan
         start = time.time()
         me = psutil.Process()
-        write_json(self.dir / "supervisor.json",
-                   {"pid": me.pid, "create_time": me.create_time(), "start_time": start})
+        write_json(
+            self.dir / "supervisor.json",
+            {"pid": me.pid, "create_time": me.create_time(), "start_time": start},
+        )
         set_child_subreaper()
         signal.signal(signal.SIGTERM, self._on_sigterm)
         signal.signal(signal.SIGINT, self._on_sigterm)
@@ -170,8 +173,17 @@ class Supervisor:
                 self.io.close()
             end = time.time()
             self._write_batch_step(JobState.FAILED, start, end, wait_status(1))
-            self._finish(JobResult(JobState.FAILED, wait_status(1), 0,
-                                   Reason.JOB_LAUNCH_FAILURE, start, end, message=str(exc)))
+            self._finish(
+                JobResult(
+                    JobState.FAILED,
+                    wait_status(1),
+                    0,
+                    Reason.JOB_LAUNCH_FAILURE,
+                    start,
+                    end,
+                    message=str(exc),
+                )
+            )
             return 0
         status = self._loop(runner, start)
         runner.cleanup()
@@ -198,11 +210,12 @@ class Supervisor:
                 else:
                     self._signal_steps(sig)
                 signal_at = None
-            if deadline is not None and now >= deadline and not (self.timed_out or
-                                                                  self.cancelled):
+            if deadline is not None and now >= deadline and not (self.timed_out or self.cancelled):
                 self.timed_out = True
-                self._say(f"*** JOB {plan.job_id} ON {plan.node} CANCELLED AT {_stamp(now)} "
-                          "DUE TO TIME LIMIT ***")
+                self._say(
+                    f"*** JOB {plan.job_id} ON {plan.node} CANCELLED AT {_stamp(now)} "
+                    "DUE TO TIME LIMIT ***"
+                )
                 self._terminate(runner, now)
             if now >= next_memory:
                 next_memory = now + _MEMORY_POLL_S
@@ -211,8 +224,10 @@ class Supervisor:
                 limit_kb = plan.memory_limit_mb * 1024
                 if limit_kb and rss > limit_kb and not self.oom:
                     self.oom = True
-                    self._say(f"Job {plan.job_id} exceeded memory limit ({rss} > {limit_kb}), "
-                              "being killed")
+                    self._say(
+                        f"Job {plan.job_id} exceeded memory limit ({rss} > {limit_kb}), "
+                        "being killed"
+                    )
                     runner.signal_all(signal.SIGKILL)
             if self.kill_at is not None and now >= self.kill_at:
                 runner.signal_all(signal.SIGKILL)
@@ -227,8 +242,9 @@ class Supervisor:
         steps = self._close_steps(end)
         derived = max((s.exit_code for s in steps if s.step_id != "batch"), default=0)
         _, sig = exit_code_pair(status)
-        batch_state = JobState.CANCELLED if sig else (
-            JobState.FAILED if status else JobState.COMPLETED)
+        batch_state = (
+            JobState.CANCELLED if sig else (JobState.FAILED if status else JobState.COMPLETED)
+        )
         if oom:
             batch_state = JobState.OUT_OF_MEMORY
         self._write_batch_step(batch_state, start, end, SIG_OOM if oom else status)
@@ -237,14 +253,23 @@ class Supervisor:
         elif self.timed_out:
             result = JobResult(JobState.TIMEOUT, 0, derived, Reason.TIME_LIMIT, start, end)
         elif oom:
-            result = JobResult(JobState.OUT_OF_MEMORY, SIG_OOM, derived, Reason.NONE, start,
-                               end, message="Exceeded job memory limit")
+            result = JobResult(
+                JobState.OUT_OF_MEMORY,
+                SIG_OOM,
+                derived,
+                Reason.NONE,
+                start,
+                end,
+                message="Exceeded job memory limit",
+            )
         elif sig:
-            result = JobResult(JobState.FAILED, status, derived, Reason.JOB_LAUNCH_FAILURE,
-                               start, end)
+            result = JobResult(
+                JobState.FAILED, status, derived, Reason.JOB_LAUNCH_FAILURE, start, end
+            )
         elif status:
-            result = JobResult(JobState.FAILED, status, derived, Reason.NON_ZERO_EXIT_CODE,
-                               start, end)
+            result = JobResult(
+                JobState.FAILED, status, derived, Reason.NON_ZERO_EXIT_CODE, start, end
+            )
         else:
             result = JobResult(JobState.COMPLETED, 0, derived, Reason.NONE, start, end)
         self._finish(result)
@@ -258,20 +283,39 @@ class Supervisor:
                 if step is None:
                     continue
                 if step.state is JobState.RUNNING and step.step_id != "batch":
-                    step = Step(job_id=step.job_id, step_id=step.step_id, name=step.name,
-                                state=JobState.CANCELLED, start_time=step.start_time,
-                                end_time=end, exit_code=wait_status(signal=signal.SIGKILL),
-                                nodes=step.nodes, ntasks=step.ntasks, cpus=step.cpus)
+                    step = Step(
+                        job_id=step.job_id,
+                        step_id=step.step_id,
+                        name=step.name,
+                        state=JobState.CANCELLED,
+                        start_time=step.start_time,
+                        end_time=end,
+                        exit_code=wait_status(signal=signal.SIGKILL),
+                        nodes=step.nodes,
+                        ntasks=step.ntasks,
+                        cpus=step.cpus,
+                    )
                     write_json(path, step_to_json(step))
                 steps.append(step)
         return steps
 
-    def _write_batch_step(self, state: JobState, start: float, end: float | None,
-                          status: int) -> None:
+    def _write_batch_step(
+        self, state: JobState, start: float, end: float | None, status: int
+    ) -> None:
         plan = self.plan
-        step = Step(job_id=plan.job_id, step_id="batch", name="batch", state=state,
-                    start_time=start, end_time=end, exit_code=status, nodes=(plan.node,),
-                    ntasks=1, cpus=plan.cpus, max_rss_kb=self.max_rss_kb)
+        step = Step(
+            job_id=plan.job_id,
+            step_id="batch",
+            name="batch",
+            state=state,
+            start_time=start,
+            end_time=end,
+            exit_code=status,
+            nodes=(plan.node,),
+            ntasks=1,
+            cpus=plan.cpus,
+            max_rss_kb=self.max_rss_kb,
+        )
         steps = self.dir / "steps"
         if steps.is_dir():
             write_json(steps / "batch.json", step_to_json(step))

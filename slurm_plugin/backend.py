@@ -55,11 +55,11 @@ __all__ = ["SlurmBackend"]
 
 log = logging.getLogger("caldera.slurm")
 
+
 class SlurmBackend(Watcher):
     """A Slurm cluster as a Caldera backend."""
 
     places_itself = True  # Slurm chooses the nodes; Caldera chooses cluster and partition
-
 
     def __init__(
         self,
@@ -75,9 +75,7 @@ class SlurmBackend(Watcher):
         self.clock = clock
         self.cli: CliClient | None = cli or (CliClient(config) if config.commands else None)
         self.client: SlurmClient = client or self._primary()
-        self.rest: RestClient | None = (
-            self.client if isinstance(self.client, RestClient) else None
-        )
+        self.rest: RestClient | None = self.client if isinstance(self.client, RestClient) else None
         self.watch: SlurmClient = self.cli or self.client
         self._lock = threading.RLock()
         self._poll_lock = threading.Lock()
@@ -228,8 +226,9 @@ class SlurmBackend(Watcher):
             return None
         with self._lock:
             for t in self._tracked.values():
-                if t.ref is not None and (t.ref == ref or (
-                        ref.task is None and t.ref.job_id == ref.job_id)):
+                if t.ref is not None and (
+                    t.ref == ref or (ref.task is None and t.ref.job_id == ref.job_id)
+                ):
                     return t.job.job_id
         return None
 
@@ -255,8 +254,7 @@ class SlurmBackend(Watcher):
     def _members(self, job_id: int) -> list[TargetInfo]:
         with self._lock:
             return [
-                TargetInfo(t.job.job_id, t.ref, t.finished, t.job.array_job_id,
-                           t.job.array_task_id)
+                TargetInfo(t.job.job_id, t.ref, t.finished, t.job.array_job_id, t.job.array_task_id)
                 for t in self._tracked.values()
                 if t.job.job_id == job_id or (t.job.array_job_id == job_id and job_id)
             ]
@@ -268,8 +266,7 @@ class SlurmBackend(Watcher):
             if user is not None:
                 self._indexed_users.add(user)
             for row in rows:
-                if parse_tag(row.comment, self.config.instance) == (job.job_id,
-                                                                   job.restart_count):
+                if parse_tag(row.comment, self.config.instance) == (job.job_id, job.restart_count):
                     found = row.ref
         return found
 
@@ -305,8 +302,9 @@ class SlurmBackend(Watcher):
         except SlurmUnreachable as exc:
             self._failed(exc)
             with self._lock:
-                self._tracked[job.job_id] = Tracked(job, None, user, time.monotonic(),
-                                                    in_doubt=True)
+                self._tracked[job.job_id] = Tracked(
+                    job, None, user, time.monotonic(), in_doubt=True
+                )
             raise
         self._track(job, ref, self._slurm_user(job, used_rest))
         return ref.text
@@ -353,8 +351,9 @@ class SlurmBackend(Watcher):
         if ref is None:
             return  # never reached Slurm
         try:
-            self._control().signal(ref, signal, batch_only=batch_only,
-                                   identity=self._control_identity(job))
+            self._control().signal(
+                ref, signal, batch_only=batch_only, identity=self._control_identity(job)
+            )
         except SlurmRejected as exc:
             if exc.errno in (2017, 2021) or "already completing" in str(exc):
                 return
@@ -448,8 +447,11 @@ class SlurmBackend(Watcher):
     def _prune(self) -> None:
         """Forget jobs finished (and accounted) ten minutes ago: memory stays bounded."""
         horizon = time.monotonic() - FORGET_AFTER_S
-        old = [cid for cid, t in self._tracked.items()
-               if t.finished and t.steps_due is None and (t.finished_at or 0) < horizon]
+        old = [
+            cid
+            for cid, t in self._tracked.items()
+            if t.finished and t.steps_due is None and (t.finished_at or 0) < horizon
+        ]
         for cid in old:
             del self._tracked[cid]
 
@@ -457,8 +459,9 @@ class SlurmBackend(Watcher):
         """Fetch the accounting steps of jobs that finished (from slurmdbd)."""
         mono = time.monotonic()
         with self._lock:
-            due = [t for t in self._tracked.values()
-                   if t.steps_due is not None and t.steps_due <= mono]
+            due = [
+                t for t in self._tracked.values() if t.steps_due is not None and t.steps_due <= mono
+            ]
             for t in due:
                 t.steps_due = None  # taken; _collect_steps sets it again to retry
         if not due:
@@ -508,10 +511,17 @@ class SlurmBackend(Watcher):
             if rec is None:
                 continue
             # slurmdbd briefly records a just-finished job without its partition
-            part = (self.config.offered(rec.partition) or rec.partition) if rec.partition \
+            part = (
+                (self.config.offered(rec.partition) or rec.partition)
+                if rec.partition
                 else job.partition
+            )
             out[job.job_id] = merge_accounting(
-                job, rec, acct.steps.get(rec.job_id, ()), acct.extras.get(rec.job_id),
-                partition=part, node_prefix=self.config.node_prefix,
+                job,
+                rec,
+                acct.steps.get(rec.job_id, ()),
+                acct.extras.get(rec.job_id),
+                partition=part,
+                node_prefix=self.config.node_prefix,
             )
         return out

@@ -73,8 +73,19 @@ def _opt_int(text: str) -> int | None:
 
 
 _KEY = re.compile(r"(?:(?<=\s)|^)([A-Z][A-Za-z0-9_]*(?:[:/][A-Za-z0-9_]+)*)=")
-_REST_OF_LINE = frozenset({"Comment", "AdminComment", "SystemComment", "Command", "WorkDir",
-                           "StdErr", "StdIn", "StdOut", "Power"})
+_REST_OF_LINE = frozenset(
+    {
+        "Comment",
+        "AdminComment",
+        "SystemComment",
+        "Command",
+        "WorkDir",
+        "StdErr",
+        "StdIn",
+        "StdOut",
+        "Power",
+    }
+)
 
 
 def parse_scontrol_line(line: str) -> dict[str, str]:
@@ -326,8 +337,7 @@ class CliClient:
                 os.chown(path, identity.uid, identity.gid)
             path.chmod(0o600)
             tmp.chmod(0o700)
-            proc = self._run([*argv, str(path), *request.script_args], identity=identity,
-                             env=env)
+            proc = self._run([*argv, str(path), *request.script_args], identity=identity, env=env)
         finally:
             for child in tmp.iterdir():
                 child.unlink()
@@ -364,8 +374,10 @@ class CliClient:
             comment = "" if f[12] == "(null)" else _SEP.join(f[12:])
             if keep is not None and not keep.keeps(int(f[0]), array_job, comment):
                 continue
-            ref = SlurmRef(array_job, task) if task is not None and array_job else SlurmRef(
-                int(f[0]), None
+            ref = (
+                SlurmRef(array_job, task)
+                if task is not None and array_job
+                else SlurmRef(int(f[0]), None)
             )
             out.append(
                 JobStatus(
@@ -395,13 +407,13 @@ class CliClient:
             return [r for r in rows if r.ref.text in wanted]
         out: list[JobStatus] = []
         for ref in refs:
-            proc = self._run(["scontrol", "-o", "show", "job", ref.text], check=False,
-                             read=True)
+            proc = self._run(["scontrol", "-o", "show", "job", ref.text], check=False, read=True)
             if proc.returncode != 0:
                 if "Invalid job id" in proc.stderr:
                     continue
-                raise classify_failure(["scontrol", "show", "job"], proc.returncode,
-                                       proc.stdout, proc.stderr)
+                raise classify_failure(
+                    ["scontrol", "show", "job"], proc.returncode, proc.stdout, proc.stderr
+                )
             for line in proc.stdout.splitlines():
                 if line.startswith("JobId="):
                     out.append(_status_from_scontrol(parse_scontrol_line(line)))

@@ -70,8 +70,20 @@ def container_wrapper(
     delim = _delimiter(body)
     inner_dir = container_workdir or workdir
     # shell words: quoted values, plus the two that expand at run time
-    run = [q(a) for a in ("run", "--rm", f"--network={config.network}", "--env-host",
-                          "-v", f"{workdir}:{workdir}", "-w", inner_dir, "-v")]
+    run = [
+        q(a)
+        for a in (
+            "run",
+            "--rm",
+            f"--network={config.network}",
+            "--env-host",
+            "-v",
+            f"{workdir}:{workdir}",
+            "-w",
+            inner_dir,
+            "-v",
+        )
+    ]
     run.append('"$caldera_dir/script:/.caldera/script:ro"')
     for mount in mounts:
         run += ["-v", q(mount)]
@@ -106,11 +118,11 @@ def container_wrapper(
         "fi",
         'caldera_userns=""',
         '[ "$(id -u)" = 0 ] || caldera_userns=--userns=keep-id',
-        f"{rt} {run_args} $caldera_userns \"$caldera_image\" /.caldera/script \"$@\" &",
+        f'{rt} {run_args} $caldera_userns "$caldera_image" /.caldera/script "$@" &',
         "caldera_pid=$!",
-        "caldera_fwd() { kill -\"$1\" \"$caldera_pid\" 2>/dev/null; }",
+        'caldera_fwd() { kill -"$1" "$caldera_pid" 2>/dev/null; }',
         "for caldera_sig in TERM INT HUP USR1 USR2 CONT; do",
-        "  trap \"caldera_fwd $caldera_sig\" \"$caldera_sig\"",
+        '  trap "caldera_fwd $caldera_sig" "$caldera_sig"',
         "done",
         'wait "$caldera_pid"; caldera_rc=$?',
         'while kill -0 "$caldera_pid" 2>/dev/null; do wait "$caldera_pid"; caldera_rc=$?; done',

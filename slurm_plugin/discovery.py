@@ -67,7 +67,5 @@ def offered_cluster(raw: SlurmCluster, config: SlurmClusterConfig) -> Discovery:
 
 def placeholder_cluster(config: SlurmClusterConfig) -> ClusterState:
     """What is known without reaching the cluster: the configured partitions, no nodes."""
-    parts = tuple(
-        Partition(name=o.name, nodes=(), default=o.default) for o in config.partitions
-    )
+    parts = tuple(Partition(name=o.name, nodes=(), default=o.default) for o in config.partitions)
     return ClusterState(name=config.name, nodes=(), partitions=parts, reachable=False)

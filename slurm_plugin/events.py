@@ -24,9 +24,7 @@ def _nodes(row: JobStatus, prefix: str) -> tuple[str, ...]:
     return tuple(prefix + n for n in row.nodes)
 
 
-def state_event(
-    job_id: int, row: JobStatus, prefix: str, now: float, run: int = 0
-) -> BackendEvent:
+def state_event(job_id: int, row: JobStatus, prefix: str, now: float, run: int = 0) -> BackendEvent:
     """A job Slurm has not finished: its state, reason and nodes."""
     reason, text = reason_from_slurm(row.reason)
     return BackendEvent(
@@ -67,7 +65,11 @@ def lost_event(
 ) -> BackendEvent:
     """Slurm does not know the job (never submitted, or its records are gone)."""
     return BackendEvent(
-        job_id=job_id, kind=EventKind.LOST, time=now, backend_id=backend_id, message=why,
+        job_id=job_id,
+        kind=EventKind.LOST,
+        time=now,
+        backend_id=backend_id,
+        message=why,
         run=run,
     )
 

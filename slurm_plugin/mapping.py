@@ -215,8 +215,11 @@ def _native_item(
     infos = members(item.job_id)
     kind = item.kind
     if item.task is not None and item.task != ALL_TASKS:
-        infos = [i for i in infos if i.array_task_id == item.task or (i.job_id == item.job_id
-                 and i.array_task_id is None)]
+        infos = [
+            i
+            for i in infos
+            if i.array_task_id == item.task or (i.job_id == item.job_id and i.array_task_id is None)
+        ]
     elif kind is DepKind.AFTER_CORR:
         if this_task is None:
             return None

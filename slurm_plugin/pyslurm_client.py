@@ -64,8 +64,9 @@ def pyslurm_status(site_version: str, module: ModuleType | None = None) -> Pyslu
         return PyslurmStatus(False, f"cannot compare pyslurm {version!r} with {site_version!r}")
     if mine != site:
         return PyslurmStatus(
-            False, f"pyslurm {version} is for Slurm {mine[0]}.{mine[1]:02d}, "
-            f"the site runs {site_version}", version
+            False,
+            f"pyslurm {version} is for Slurm {mine[0]}.{mine[1]:02d}, the site runs {site_version}",
+            version,
         )
     return PyslurmStatus(True, f"pyslurm {version} matches Slurm {site_version}", version)
 
@@ -142,7 +143,8 @@ class PyslurmClient(CliClient):
             rows = [r for r in rows if r.user in users]
         if keep is not None:
             rows = [
-                r for r in rows
+                r
+                for r in rows
                 if keep.keeps(int(r.extra.get("job_id", r.ref.job_id)), r.array_job_id, r.comment)
             ]
         return rows
@@ -165,7 +167,8 @@ class PyslurmClient(CliClient):
             super().signal(ref, signal, batch_only=batch_only, identity=identity)
             return
         try:
-            self._py.slurm_kill_job(ref.job_id, signal if signal is not None else 9,
-                                    1 if batch_only else 0)
+            self._py.slurm_kill_job(
+                ref.job_id, signal if signal is not None else 9, 1 if batch_only else 0
+            )
         except ValueError as exc:
             raise SlurmRejected(str(exc)) from exc

@@ -194,7 +194,8 @@ class RestClient:
             text = _message(errors) if errors else f"HTTP {status}"
             code = next((e.get("error_number") or e.get("error_code") for e in errors), None)
             raise SlurmRejected(
-                text, command=(f"{method} {path}",),
+                text,
+                command=(f"{method} {path}",),
                 errno=code if isinstance(code, int) and code > 0 else errno_from_text(text),
             )
         return doc
@@ -217,7 +218,9 @@ class RestClient:
         """POST /job/submit with the script and the job description."""
         job = rest_job_properties(request)
         status, doc = self._request(
-            "POST", self._slurm("job/submit"), {"script": request.script, "job": job},
+            "POST",
+            self._slurm("job/submit"),
+            {"script": request.script, "job": job},
             request.identity,
         )
         job_id = doc.get("job_id") if isinstance(doc, dict) else None
@@ -255,7 +258,8 @@ class RestClient:
             rows = [r for r in rows if r.user in wanted]
         if keep is not None:
             rows = [
-                r for r in rows
+                r
+                for r in rows
                 if keep.keeps(int(r.extra.get("job_id", r.ref.job_id)), r.array_job_id, r.comment)
             ]
         return rows

@@ -28,9 +28,7 @@ class RestUnsupported(Exception):
     """The request uses options slurmrestd 22.05 cannot take; `fields` names them."""
 
     def __init__(self, fields: list[str]) -> None:
-        super().__init__(
-            "slurmrestd 22.05 cannot express: " + ", ".join(fields)
-        )
+        super().__init__("slurmrestd 22.05 cannot express: " + ", ".join(fields))
         self.fields = fields
 
 

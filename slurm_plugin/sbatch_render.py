@@ -112,8 +112,7 @@ def sbatch_options(spec: JobSpec) -> list[str]:
     opt("export", spec.export)
     opt("export-file", spec.export_file)
     if spec.get_user_env is not None:
-        out.append(f"--get-user-env={spec.get_user_env}" if spec.get_user_env else
-                   "--get-user-env")
+        out.append(f"--get-user-env={spec.get_user_env}" if spec.get_user_env else "--get-user-env")
     opt("uid", spec.uid)
     opt("gid", spec.gid)
     opt("container", spec.container)

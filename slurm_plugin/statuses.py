@@ -17,8 +17,10 @@ def status_from_job(job: Job) -> JobStatus:
     Their `exit_code` and `derived_exit_code` are wait statuses and correct in 22.05
     (unlike sacct's JSON)."""
     task = job.array_task_id
-    ref = SlurmRef(job.array_job_id, task) if task is not None and job.array_job_id else SlurmRef(
-        job.job_id, None
+    ref = (
+        SlurmRef(job.array_job_id, task)
+        if task is not None and job.array_job_id
+        else SlurmRef(job.job_id, None)
     )
     reason = job.reason.value if job.reason is not Reason.NONE else (job.state_desc or "None")
     return JobStatus(

@@ -84,8 +84,14 @@ def make_launch(
         "LOGNAME": user,
         **(env or {}),
     }
-    return Launch(job=job, script=script, environment=environment, placement=(),
-                  partition=job.partition.split(",")[0], cluster=cluster)
+    return Launch(
+        job=job,
+        script=script,
+        environment=environment,
+        placement=(),
+        partition=job.partition.split(",")[0],
+        cluster=cluster,
+    )
 
 
 class EventLog:
@@ -124,11 +130,16 @@ class EventLog:
 
     def finished(self, job_id: int, timeout: float = 300.0) -> BackendEvent:
         """The FINISHED event of a job."""
-        return self.wait(lambda e: e.job_id == job_id and e.kind is EventKind.FINISHED,
-                         timeout, f"FINISHED of job {job_id}")
+        return self.wait(
+            lambda e: e.job_id == job_id and e.kind is EventKind.FINISHED,
+            timeout,
+            f"FINISHED of job {job_id}",
+        )
 
     def state(self, job_id: int, state: JobState, timeout: float = 300.0) -> BackendEvent:
         """The first STARTED event of a job with that Slurm state."""
         return self.wait(
             lambda e: e.job_id == job_id and e.kind is EventKind.STARTED and e.state is state,
-            timeout, f"{state.long} of job {job_id}")
+            timeout,
+            f"{state.long} of job {job_id}",
+        )

@@ -168,8 +168,11 @@ class Watcher:
             seen = (row.state, row.reason, row.nodes)
             if seen != t.announced:
                 t.announced, t.last_state = seen, row.state
-                events.append(state_event(t.job.job_id, row, self.config.node_prefix, now,
-                                          t.job.restart_count))
+                events.append(
+                    state_event(
+                        t.job.job_id, row, self.config.node_prefix, now, t.job.restart_count
+                    )
+                )
         if finished:
             events += self._finish(finished, now)
         if missing:
@@ -184,9 +187,16 @@ class Watcher:
         for t in active:
             if t.announced != _UNREACHABLE:
                 t.announced = _UNREACHABLE
-                events.append(unreachable_event(
-                    t.job.job_id, t.last_state or t.job.state,
-                    t.ref.text if t.ref else None, now, str(exc), t.job.restart_count))
+                events.append(
+                    unreachable_event(
+                        t.job.job_id,
+                        t.last_state or t.job.state,
+                        t.ref.text if t.ref else None,
+                        now,
+                        str(exc),
+                        t.job.restart_count,
+                    )
+                )
         return events
 
     def _came_back(self, active: list[Tracked]) -> None:
@@ -213,10 +223,14 @@ class Watcher:
         for t, row in pairs:
             final = exact.get(row.ref.text, row)
             if final.exit_code is None or not final.state.is_finished:
-                final = replace(row, exit_code=final.exit_code, derived_exit_code=(
-                    final.derived_exit_code))
-            events.append(finished_event(t.job.job_id, final, self.config.node_prefix, now,
-                                         t.job.restart_count))
+                final = replace(
+                    row, exit_code=final.exit_code, derived_exit_code=(final.derived_exit_code)
+                )
+            events.append(
+                finished_event(
+                    t.job.job_id, final, self.config.node_prefix, now, t.job.restart_count
+                )
+            )
             t.finished, t.finished_row, t.last_state = True, final, final.state
             t.steps_due, t.finished_at = mono + 1.0, mono
         return events
@@ -227,8 +241,10 @@ class Watcher:
         with_ref = [t for t in missing if t.ref is not None]
         try:
             if with_ref:
-                found = {r.ref.text: r for r in self.watch.status(
-                    [t.ref for t in with_ref if t.ref is not None])}
+                found = {
+                    r.ref.text: r
+                    for r in self.watch.status([t.ref for t in with_ref if t.ref is not None])
+                }
                 rest: list[Tracked] = []
                 for t in with_ref:
                     assert t.ref is not None
@@ -237,8 +253,11 @@ class Watcher:
                         events += self._finish([(t, row)], now)
                     elif row is not None:
                         t.announced, t.last_state = (row.state, row.reason, row.nodes), row.state
-                        events.append(state_event(t.job.job_id, row, self.config.node_prefix,
-                                                  now, t.job.restart_count))
+                        events.append(
+                            state_event(
+                                t.job.job_id, row, self.config.node_prefix, now, t.job.restart_count
+                            )
+                        )
                     else:
                         rest.append(t)
                 if rest:
@@ -258,20 +277,33 @@ class Watcher:
             assert t.ref is not None
             rec = by_id.get(t.ref.job_id)
             if rec is not None and rec.state.is_finished:
-                row = JobStatus(ref=t.ref, state=rec.state, reason=rec.reason.value,
-                                nodes=rec.nodes, start_time=rec.start_time,
-                                end_time=rec.end_time, exit_code=rec.exit_code,
-                                derived_exit_code=rec.derived_exit_code)
-                events.append(finished_event(t.job.job_id, row, self.config.node_prefix, now,
-                                             t.job.restart_count))
+                row = JobStatus(
+                    ref=t.ref,
+                    state=rec.state,
+                    reason=rec.reason.value,
+                    nodes=rec.nodes,
+                    start_time=rec.start_time,
+                    end_time=rec.end_time,
+                    exit_code=rec.exit_code,
+                    derived_exit_code=rec.derived_exit_code,
+                )
+                events.append(
+                    finished_event(
+                        t.job.job_id, row, self.config.node_prefix, now, t.job.restart_count
+                    )
+                )
                 t.finished, t.finished_row, t.last_state = True, row, rec.state
                 t.finished_at = time.monotonic()
-                events += [step_event(t.job.job_id, replace(s, job_id=t.job.job_id), now,
-                                      t.job.restart_count)
-                           for s in acct.steps.get(rec.job_id, ())]
+                events += [
+                    step_event(
+                        t.job.job_id, replace(s, job_id=t.job.job_id), now, t.job.restart_count
+                    )
+                    for s in acct.steps.get(rec.job_id, ())
+                ]
                 continue
-            events += self._maybe_lost(t, now, "neither slurmctld nor slurmdbd knows "
-                                       f"Slurm job {t.ref.text}")
+            events += self._maybe_lost(
+                t, now, f"neither slurmctld nor slurmdbd knows Slurm job {t.ref.text}"
+            )
         return events
 
     def _maybe_lost(self, t: Tracked, now: float, why: str) -> list[BackendEvent]:
@@ -282,8 +314,9 @@ class Watcher:
             return []
         with self._lock:
             self._tracked.pop(t.job.job_id, None)
-        return [lost_event(t.job.job_id, t.ref.text if t.ref else None, now, why,
-                           t.job.restart_count)]
+        return [
+            lost_event(t.job.job_id, t.ref.text if t.ref else None, now, why, t.job.restart_count)
+        ]
 
     def _from_submit_lines(self, t: Tracked, now: float) -> list[BackendEvent]:
         tag = make_tag(self.config.instance, t.job.job_id, t.job.restart_count)
@@ -317,12 +350,18 @@ class Watcher:
             rec = by_id.get(t.ref.job_id) if t.ref is not None else None
             steps = acct.steps.get(rec.job_id, ()) if rec is not None else ()
             ran = bool(t.finished_row and t.finished_row.nodes)
-            complete = rec is not None and rec.state.is_finished and (
-                not ran or any(s.step_id == "batch" and s.end_time for s in steps))
+            complete = (
+                rec is not None
+                and rec.state.is_finished
+                and (not ran or any(s.step_id == "batch" and s.end_time for s in steps))
+            )
             if complete or t.steps_tries >= 8:
-                events += [step_event(t.job.job_id, replace(s, job_id=t.job.job_id), now,
-                                      t.job.restart_count)
-                           for s in steps]
+                events += [
+                    step_event(
+                        t.job.job_id, replace(s, job_id=t.job.job_id), now, t.job.restart_count
+                    )
+                    for s in steps
+                ]
                 t.steps_due = None
             else:
                 t.steps_tries += 1

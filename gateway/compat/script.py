@@ -95,8 +95,7 @@ def _is_component_separator(text: str) -> bool:
 
 PACKJOB_WARNING = Diagnostic(
     Level.INFO,
-    'Warning: the "packjob" component separator is being deprecated. '
-    'Please, use "hetjob" instead.',
+    'Warning: the "packjob" component separator is being deprecated. Please, use "hetjob" instead.',
 )
 
 
@@ -193,6 +192,8 @@ def _split_words(text: str) -> list[str]:
     if text.isascii() and _NOT_C_BLANK.search(text) is None:
         return text.split()
     return _WORDS.findall(text)
+
+
 def _word_colon(text: str) -> bool:
     """Whether a word starts with `:` (get_argument refuses it)."""
     if text[:1] == ":" or " :" in text or "\n:" in text or "\t:" in text:

@@ -441,4 +441,3 @@ def _burst(value: str | None) -> str | None:
             f"Invalid --burst specification: {value} (expected never, allowed or prefer)"
         )
     return value.lower()
-

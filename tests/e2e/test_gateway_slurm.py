@@ -20,11 +20,11 @@ pytestmark = pytest.mark.slurm
 def slurm_gateway(slurm_cluster: SlurmStack) -> Iterator[Gateway]:
     base = Path(tempfile.mkdtemp(prefix="caldera-slurm-", dir="/tmp"))
     config = (
-        "[[partitions]]\nname = \"local\"\ndefault = true\n"
-        "[slurm]\n[[slurm.cluster]]\nname = \"hpc\"\ntransport = \"cli\"\n"
-        f"slurm_conf = \"{slurm_cluster.slurm_conf}\"\n"
-        f"instance = \"e2e-{base.name}\"\n"
-        "[[slurm.cluster.partition]]\nslurm = \"real\"\nname = \"hpc-real\"\n"
+        '[[partitions]]\nname = "local"\ndefault = true\n'
+        '[slurm]\n[[slurm.cluster]]\nname = "hpc"\ntransport = "cli"\n'
+        f'slurm_conf = "{slurm_cluster.slurm_conf}"\n'
+        f'instance = "e2e-{base.name}"\n'
+        '[[slurm.cluster.partition]]\nslurm = "real"\nname = "hpc-real"\n'
     )
     gw = start_gateway(base, config)
     try:
@@ -38,8 +38,14 @@ def slurm_gateway(slurm_cluster: SlurmStack) -> Iterator[Gateway]:
 def test_a_job_routed_to_a_slurm_partition_runs_there_and_is_accounted(slurm_gateway: Gateway):
     gw = slurm_gateway
     out = Path("/tmp/caldera-slurm/jobs")
-    job = gw.sbatch("-p", "hpc-real", "-o", str(out / "e2e-%j.out"), "--wrap",
-                    'echo "on $(hostname) as $SLURM_JOB_ID"; exit 3')
+    job = gw.sbatch(
+        "-p",
+        "hpc-real",
+        "-o",
+        str(out / "e2e-%j.out"),
+        "--wrap",
+        'echo "on $(hostname) as $SLURM_JOB_ID"; exit 3',
+    )
     final = gw.wait(job, timeout=240)
     assert final["state"] == "FAILED"
     assert final["cluster"] == "hpc"
@@ -53,8 +59,9 @@ def test_a_job_routed_to_a_slurm_partition_runs_there_and_is_accounted(slurm_gat
 def test_dependencies_between_jobs_of_one_slurm_cluster(slurm_gateway: Gateway):
     gw = slurm_gateway
     first = gw.sbatch("-p", "hpc-real", "-o", "/dev/null", "--wrap", "sleep 1")
-    second = gw.sbatch("-p", "hpc-real", "-o", "/dev/null", f"--dependency=afterok:{first}",
-                       "--wrap", "true")
+    second = gw.sbatch(
+        "-p", "hpc-real", "-o", "/dev/null", f"--dependency=afterok:{first}", "--wrap", "true"
+    )
     final = gw.wait(second, timeout=240)
     assert final["state"] == "COMPLETED"
     assert final["start_time"] >= gw.job(first)["end_time"] - 1  # type: ignore[operator]

@@ -35,6 +35,7 @@ pytestmark = pytest.mark.containers
 def local_env() -> Iterator[Env]:
     yield from temporary_env()
 
+
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("CALDERA_TEST_IMAGE", "localhost/caldera-test:busybox")
 
@@ -44,10 +45,17 @@ def docker_host() -> str:
     host = os.environ.get("CALDERA_DOCKER_HOST") or os.environ.get("DOCKER_HOST")
     if not host:
         if shutil.which("podman") is None:
-            pytest.fail("podman is not installed: run testenv/containers/install.sh (as root) "
-                        "or set CALDERA_DOCKER_HOST to a Docker API socket")
-        proc = subprocess.run([str(REPO / "testenv" / "containers" / "up.sh")],
-                              capture_output=True, text=True, timeout=300, check=False)
+            pytest.fail(
+                "podman is not installed: run testenv/containers/install.sh (as root) "
+                "or set CALDERA_DOCKER_HOST to a Docker API socket"
+            )
+        proc = subprocess.run(
+            [str(REPO / "testenv" / "containers" / "up.sh")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         if proc.returncode != 0:
             pytest.fail(f"testenv/containers/up.sh failed:\n{proc.stdout}{proc.stderr}")
         host = "unix://" + proc.stdout.strip().splitlines()[-1]
@@ -58,8 +66,10 @@ def docker_host() -> str:
         client.ping()
         client.images.get(IMAGE)
     except Exception as exc:  # noqa: BLE001 - any failure here is a set-up failure
-        pytest.fail(f"Docker API at {host} unusable or image {IMAGE} missing "
-                    f"(testenv/containers/up.sh builds it): {exc}")
+        pytest.fail(
+            f"Docker API at {host} unusable or image {IMAGE} missing "
+            f"(testenv/containers/up.sh builds it): {exc}"
+        )
     finally:
         client.close()
     return host
@@ -69,10 +79,13 @@ def test_a_container_job_runs_in_its_workdir_with_the_jobs_env_and_uid(
     local_env: Env, docker_host: str
 ) -> None:
     backend = local_env.backend(docker_host=docker_host)
-    script = ("#!/bin/sh\necho \"$(id -u):$(id -g) $(pwd) $FOO $SLURM_JOB_ID "
-              "$SLURM_JOB_NODELIST\"\necho made > made.txt\necho oops >&2\nexit 0\n")
-    launch = make_launch(local_env, script, [f"--container-image={IMAGE}"], user="tester",
-                         submit_env={"FOO": "bar"})
+    script = (
+        '#!/bin/sh\necho "$(id -u):$(id -g) $(pwd) $FOO $SLURM_JOB_ID '
+        '$SLURM_JOB_NODELIST"\necho made > made.txt\necho oops >&2\nexit 0\n'
+    )
+    launch = make_launch(
+        local_env, script, [f"--container-image={IMAGE}"], user="tester", submit_env={"FOO": "bar"}
+    )
     event = finish(backend, launch, timeout=60)
     assert event.state is JobState.COMPLETED
     out = (local_env.work / f"slurm-{launch.job.job_id}.out").read_text()
@@ -96,8 +109,11 @@ def test_container_mounts_are_honoured(local_env: Env, docker_host: str) -> None
     (data / "in.txt").write_text("mounted\n")
     data.chmod(0o755)
     backend = local_env.backend(docker_host=docker_host)
-    launch = make_launch(local_env, "#!/bin/sh\ncat /data/in.txt\ntouch /data/x || echo ro\n",
-                         [f"--container-image={IMAGE}", f"--container-mounts={data}:/data:ro"])
+    launch = make_launch(
+        local_env,
+        "#!/bin/sh\ncat /data/in.txt\ntouch /data/x || echo ro\n",
+        [f"--container-image={IMAGE}", f"--container-mounts={data}:/data:ro"],
+    )
     event = finish(backend, launch, timeout=60)
     assert event.state is JobState.COMPLETED
     out = (local_env.work / f"slurm-{launch.job.job_id}.out").read_text()
@@ -126,9 +142,7 @@ def test_a_container_job_can_be_cancelled(local_env: Env, docker_host: str) -> N
     assert states == [JobState.CANCELLED]
 
 
-def test_a_container_job_over_its_memory_is_out_of_memory(
-    local_env: Env, docker_host: str
-) -> None:
+def test_a_container_job_over_its_memory_is_out_of_memory(local_env: Env, docker_host: str) -> None:
     backend = local_env.backend(docker_host=docker_host)
     script = "#!/bin/sh\nx=$(head -c 200000000 /dev/zero | tr '\\0' a)\necho survived\n"
     launch = make_launch(local_env, script, [f"--image={IMAGE}", "--mem=32M"], memory_mb=32)

@@ -80,8 +80,10 @@ def test_death_by_signal_fails_with_0_s_and_a_cancelled_batch_step(local_env: En
 
 def test_time_limit_sends_sigterm_then_sigkill_after_kill_wait(local_env: Env) -> None:
     backend = local_env.backend(kill_wait=1.0)
-    script = ("#!/bin/bash\ntrap 'echo got TERM; date +%s.%N > term_at' TERM\n"
-              "sleep 60 & wait\nwhile true; do sleep 0.05; done\n")
+    script = (
+        "#!/bin/bash\ntrap 'echo got TERM; date +%s.%N > term_at' TERM\n"
+        "sleep 60 & wait\nwhile true; do sleep 0.05; done\n"
+    )
     launch = make_launch(local_env, script, ["-t", "1"])  # 1 s with time_scale 1/60
     t0 = time.time()
     event = finish(backend, launch)
@@ -111,8 +113,10 @@ def test_time_limit_sigterm_ends_a_script_that_does_not_trap_it(local_env: Env) 
 
 def test_signal_option_reaches_the_batch_shell_before_the_limit(local_env: Env) -> None:
     backend = local_env.backend()
-    script = ("#!/bin/bash\ntrap 'echo got USR1; exit 0' USR1\n"
-              "for i in $(seq 1 400); do sleep 0.02; done\necho no signal\n")
+    script = (
+        "#!/bin/bash\ntrap 'echo got USR1; exit 0' USR1\n"
+        "for i in $(seq 1 400); do sleep 0.02; done\necho no signal\n"
+    )
     # -t 2 is 2 s here; USR1@60 comes 1 s before the limit
     launch = make_launch(local_env, script, ["-t", "2", "--signal=B:USR1@60"])
     event = finish(backend, launch)
@@ -123,9 +127,11 @@ def test_signal_option_reaches_the_batch_shell_before_the_limit(local_env: Env) 
 
 def test_signal_without_b_goes_to_the_steps_not_the_batch_shell(local_env: Env) -> None:
     backend = local_env.backend()
-    script = ("#!/bin/bash\ntrap 'echo batch got USR1' USR1\n"
-              "srun -n1 bash -c 'trap \"echo step got USR1; exit 0\" USR1; "
-              "for i in $(seq 1 400); do sleep 0.02; done'\necho step rc=$?\n")
+    script = (
+        "#!/bin/bash\ntrap 'echo batch got USR1' USR1\n"
+        'srun -n1 bash -c \'trap "echo step got USR1; exit 0" USR1; '
+        "for i in $(seq 1 400); do sleep 0.02; done'\necho step rc=$?\n"
+    )
     launch = make_launch(local_env, script, ["-t", "2", "--signal=USR1@60"])
     event = finish(backend, launch)
     assert out_of(local_env, launch.job.job_id) == "step got USR1\nstep rc=0\n"
@@ -136,9 +142,13 @@ def test_cancel_terminates_the_job_and_records_cancelled(local_env: Env) -> None
     backend = local_env.backend()
     launch = make_launch(local_env, "#!/bin/bash\necho started\nsleep 60\n")
     backend.submit(launch)
-    wait_until(lambda: "started" in (local_env.work / f"slurm-{launch.job.job_id}.out")
-               .read_text() if (local_env.work / f"slurm-{launch.job.job_id}.out").exists()
-               else False)
+    wait_until(
+        lambda: (
+            "started" in (local_env.work / f"slurm-{launch.job.job_id}.out").read_text()
+            if (local_env.work / f"slurm-{launch.job.job_id}.out").exists()
+            else False
+        )
+    )
     backend.cancel(launch.job)
     wait_for(backend, launch.job.job_id)
     events = backend.poll()
@@ -151,8 +161,10 @@ def test_cancel_terminates_the_job_and_records_cancelled(local_env: Env) -> None
 
 def test_cancel_with_a_signal_and_batch_only_signals_the_shell(local_env: Env) -> None:
     backend = local_env.backend()
-    script = ("#!/bin/bash\ntrap 'echo got USR2; exit 4' USR2\necho ready\n"
-              "for i in $(seq 1 500); do sleep 0.02; done\n")
+    script = (
+        "#!/bin/bash\ntrap 'echo got USR2; exit 4' USR2\necho ready\n"
+        "for i in $(seq 1 500); do sleep 0.02; done\n"
+    )
     launch = make_launch(local_env, script)
     backend.submit(launch)
     out = local_env.work / f"slurm-{launch.job.job_id}.out"
@@ -179,8 +191,7 @@ def test_output_file_names_follow_slurms_patterns(
     local_env: Env, argv: tuple[str, ...], array: tuple[int, int] | None, expected: str
 ) -> None:
     backend = local_env.backend()
-    launch = make_launch(local_env, "#!/bin/bash\necho out\n", ["-J", "named", *argv],
-                         array=array)
+    launch = make_launch(local_env, "#!/bin/bash\necho out\n", ["-J", "named", *argv], array=array)
     finish(backend, launch)
     path = local_env.work / expected.format(j=launch.job.job_id)
     assert path.read_text() == "out\n"
@@ -202,8 +213,11 @@ def test_error_file_is_separate_with_e_and_shared_without(local_env: Env) -> Non
 def test_open_mode_appends_or_truncates(local_env: Env, mode: str, expected: str) -> None:
     backend = local_env.backend()
     (local_env.work / "o.txt").write_text("old\n")
-    launch = make_launch(local_env, "#!/bin/bash\necho new\necho $SLURM_OPEN_MODE > mode\n",
-                         ["-o", "o.txt", f"--open-mode={mode}"])
+    launch = make_launch(
+        local_env,
+        "#!/bin/bash\necho new\necho $SLURM_OPEN_MODE > mode\n",
+        ["-o", "o.txt", f"--open-mode={mode}"],
+    )
     finish(backend, launch)
     assert (local_env.work / "o.txt").read_text() == expected
     assert (local_env.work / "mode").read_text() == mode[0] + "\n"
@@ -231,8 +245,9 @@ def test_export_rules_shape_the_job_environment(
 ) -> None:
     backend = local_env.backend()
     argv = [f"--export={export}"] if export else []
-    launch = make_launch(local_env, "#!/bin/bash\nenv > env.txt\n", argv,
-                         submit_env={"FOO": "bar", "A": "1"})
+    launch = make_launch(
+        local_env, "#!/bin/bash\nenv > env.txt\n", argv, submit_env={"FOO": "bar", "A": "1"}
+    )
     finish(backend, launch)
     lines = (local_env.work / "env.txt").read_text().splitlines()
     env = dict(line.split("=", 1) for line in lines if "=" in line)
@@ -249,8 +264,12 @@ def test_export_rules_shape_the_job_environment(
 @pytest.mark.parametrize(("user", "uid"), [("tester", 1001), ("tester2", 1002)])
 def test_jobs_run_as_their_users(local_env: Env, user: str, uid: int) -> None:
     backend = local_env.backend()
-    launch = make_launch(local_env, "#!/bin/bash\nid -u; id -g; echo $SLURM_JOB_USER\n",
-                         ["-o", f"{user}.out"], user=user)
+    launch = make_launch(
+        local_env,
+        "#!/bin/bash\nid -u; id -g; echo $SLURM_JOB_USER\n",
+        ["-o", f"{user}.out"],
+        user=user,
+    )
     finish(backend, launch)
     path = local_env.work / f"{user}.out"
     assert path.read_text() == f"{uid}\n{uid}\n{user}\n"
@@ -263,8 +282,9 @@ def test_a_user_cannot_write_output_where_only_another_user_may(local_env: Env) 
     os.chown(private, 1002, 1002)
     private.chmod(0o700)
     backend = local_env.backend()
-    launch = make_launch(local_env, "#!/bin/bash\necho hi\n", ["-o", f"{private}/x.out"],
-                         user="tester")
+    launch = make_launch(
+        local_env, "#!/bin/bash\necho hi\n", ["-o", f"{private}/x.out"], user="tester"
+    )
     event = finish(backend, launch)
     assert event.state is JobState.FAILED
     assert event.reason is Reason.JOB_LAUNCH_FAILURE
@@ -273,8 +293,10 @@ def test_a_user_cannot_write_output_where_only_another_user_may(local_env: Env) 
 
 def test_memory_over_the_limit_is_killed_as_out_of_memory(local_env: Env) -> None:
     backend = local_env.backend()
-    script = ("#!/bin/bash\n/usr/bin/python3 -c 'b = bytearray(300 * 2**20); "
-              "import time; time.sleep(20)'\necho survived\n")
+    script = (
+        "#!/bin/bash\n/usr/bin/python3 -c 'b = bytearray(300 * 2**20); "
+        "import time; time.sleep(20)'\necho survived\n"
+    )
     launch = make_launch(local_env, script, ["--mem=100M"], memory_mb=100)
     event = finish(backend, launch)
     assert event.state is JobState.OUT_OF_MEMORY
@@ -291,8 +313,13 @@ def test_processes_left_behind_by_the_script_are_killed_at_its_end(local_env: En
     launch = make_launch(local_env, script)
     finish(backend, launch)
     pid = int((local_env.work / "orphan.pid").read_text())
-    wait_until(lambda: not Path(f"/proc/{pid}").exists() or
-               "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], timeout=5)
+    wait_until(
+        lambda: (
+            not Path(f"/proc/{pid}").exists()
+            or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+        ),
+        timeout=5,
+    )
 
 
 def test_submitting_the_same_job_twice_starts_it_once(local_env: Env) -> None:
@@ -316,9 +343,7 @@ def test_started_event_carries_the_node_and_backend_id(local_env: Env) -> None:
     bid = backend.submit(launch)
     wait_for(backend, launch.job.job_id)
     started = [e for e in backend.poll() if e.kind is EventKind.STARTED]
-    assert [(e.nodes, e.backend_id, e.state) for e in started] == [
-        ((NODE,), bid, JobState.RUNNING)
-    ]
+    assert [(e.nodes, e.backend_id, e.state) for e in started] == [((NODE,), bid, JobState.RUNNING)]
 
 
 def test_a_supervisor_killed_without_a_result_is_reported_lost(local_env: Env) -> None:
@@ -336,8 +361,11 @@ def test_a_supervisor_killed_without_a_result_is_reported_lost(local_env: Env) -
         time.sleep(0.05)
     assert [e.state for e in lost] == [JobState.NODE_FAIL]
     fresh = LocalBackend(local_env.spool, node_name=NODE)
-    assert [e.kind for e in fresh.reconcile([launch.job])] == [EventKind.STARTED,
-                                                                EventKind.STEP, EventKind.LOST]
+    assert [e.kind for e in fresh.reconcile([launch.job])] == [
+        EventKind.STARTED,
+        EventKind.STEP,
+        EventKind.LOST,
+    ]
 
 
 def test_forget_removes_only_finished_jobs(local_env: Env) -> None:

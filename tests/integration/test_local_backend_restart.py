@@ -31,9 +31,12 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="runs jobs as other us
 def local_env() -> Iterator[Env]:
     yield from temporary_env()
 
+
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = ("#!/bin/bash\necho started\nwhile [ ! -e release ]; do sleep 0.05; done\n"
-          "srun -n2 true\necho done\nexit 5\n")
+SCRIPT = (
+    "#!/bin/bash\necho started\nwhile [ ! -e release ]; do sleep 0.05; done\n"
+    "srun -n2 true\necho done\nexit 5\n"
+)
 
 
 def _gateway(env: Env, job_id: int) -> subprocess.Popen[str]:
@@ -50,8 +53,13 @@ def _gateway(env: Env, job_id: int) -> subprocess.Popen[str]:
         print(backend.submit(launch), flush=True)
         time.sleep(600)
     """)
-    return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
 def test_a_job_survives_sigkill_of_the_gateway_and_is_reattached(local_env: Env) -> None:

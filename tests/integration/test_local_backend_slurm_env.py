@@ -100,14 +100,20 @@ def test_batch_environment_equals_real_slurms(slurm_cluster: SlurmStack) -> None
     dump_dir.chmod(0o1777)
     submitted: dict[str, str] = {}
     for shape in SHAPES:
-        script = (
-            "#!/bin/bash\n"
-            f'env > "{dump_dir}/{shape.name}.${{SLURM_ARRAY_TASK_ID:-0}}.env"\n'
+        script = f'#!/bin/bash\nenv > "{dump_dir}/{shape.name}.${{SLURM_ARRAY_TASK_ID:-0}}.env"\n'
+        env = {
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME": "/root" if shape.user == "root" else f"/home/{shape.user}",
+            "SLURM_CONF": str(stack.slurm_conf),
+            **SUBMIT_VARS,
+        }
+        proc = run_sbatch(
+            script,
+            ["-J", shape.name, "-o", "/dev/null", *shape.argv],
+            env,
+            cwd=dump_dir,
+            user=None if shape.user == "root" else shape.user,
         )
-        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root" if shape.user == "root"
-               else f"/home/{shape.user}", "SLURM_CONF": str(stack.slurm_conf), **SUBMIT_VARS}
-        proc = run_sbatch(script, ["-J", shape.name, "-o", "/dev/null", *shape.argv], env,
-                          cwd=dump_dir, user=None if shape.user == "root" else shape.user)
         assert proc.returncode == 0, proc.stderr
         submitted[shape.name] = job_id_from_sbatch(proc.stdout)
     for job_id in submitted.values():

@@ -26,10 +26,12 @@ def local_env() -> Iterator[Env]:
 
 def test_srun_tasks_get_ranks_and_the_step_layout(local_env: Env) -> None:
     backend = local_env.backend()
-    script = ("#!/bin/bash\nsrun bash -c 'echo $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID "
-              "$SLURM_STEP_ID $SLURM_STEP_NUM_TASKS $SLURM_NTASKS $SLURM_GTIDS "
-              "$SLURM_STEP_NODELIST $SLURM_JOB_ID' | sort\n"
-              "srun -n1 -c2 bash -c 'echo second $SLURM_STEP_ID $SLURM_CPUS_PER_TASK'\n")
+    script = (
+        "#!/bin/bash\nsrun bash -c 'echo $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID "
+        "$SLURM_STEP_ID $SLURM_STEP_NUM_TASKS $SLURM_NTASKS $SLURM_GTIDS "
+        "$SLURM_STEP_NODELIST $SLURM_JOB_ID' | sort\n"
+        "srun -n1 -c2 bash -c 'echo second $SLURM_STEP_ID $SLURM_CPUS_PER_TASK'\n"
+    )
     launch = make_launch(local_env, script, ["-n3"], user="tester", tasks=3, cpus=2)
     event = finish(backend, launch)
     assert event.state is JobState.COMPLETED
@@ -51,9 +53,11 @@ def test_srun_tasks_get_ranks_and_the_step_layout(local_env: Env) -> None:
 
 def test_srun_exit_code_is_the_highest_of_its_tasks(local_env: Env) -> None:
     backend = local_env.backend()
-    script = ("#!/bin/bash\nsrun -n2 bash -c '[ $SLURM_PROCID = 1 ] && exit 5; exit 2'\n"
-              "echo rc=$?\nsrun -n2 bash -c 'kill -9 $$'\necho rc=$?\n"
-              "srun -n1 true\necho rc=$?\n")
+    script = (
+        "#!/bin/bash\nsrun -n2 bash -c '[ $SLURM_PROCID = 1 ] && exit 5; exit 2'\n"
+        "echo rc=$?\nsrun -n2 bash -c 'kill -9 $$'\necho rc=$?\n"
+        "srun -n1 true\necho rc=$?\n"
+    )
     launch = make_launch(local_env, script, ["-n2"], tasks=2, cpus=2)
     event = finish(backend, launch)
     out = (local_env.work / f"slurm-{launch.job.job_id}.out").read_text()
@@ -63,8 +67,9 @@ def test_srun_exit_code_is_the_highest_of_its_tasks(local_env: Env) -> None:
     assert "srun: error: localnode: task 0: Exited with exit code 2" in out
     assert "srun: error: localnode: task 1: Exited with exit code 5" in out
     assert "srun: error: localnode: tasks 0-1: Killed" in out
-    states = [(s.step_id, s.state, exit_code_pair(s.exit_code))
-              for s in backend.steps(launch.job.job_id)]
+    states = [
+        (s.step_id, s.state, exit_code_pair(s.exit_code)) for s in backend.steps(launch.job.job_id)
+    ]
     assert states == [
         ("batch", JobState.COMPLETED, (0, 0)),
         ("0", JobState.FAILED, (5, 0)),
@@ -77,8 +82,9 @@ def test_srun_exit_code_is_the_highest_of_its_tasks(local_env: Env) -> None:
 
 def test_srun_label_prefixes_each_line_with_the_rank(local_env: Env) -> None:
     backend = local_env.backend()
-    launch = make_launch(local_env, "#!/bin/bash\nsrun -l -n2 echo hi | sort\n", ["-n2"],
-                         tasks=2, cpus=2)
+    launch = make_launch(
+        local_env, "#!/bin/bash\nsrun -l -n2 echo hi | sort\n", ["-n2"], tasks=2, cpus=2
+    )
     finish(backend, launch)
     out = (local_env.work / f"slurm-{launch.job.job_id}.out").read_text()
     assert out == "0: hi\n1: hi\n"

@@ -31,9 +31,14 @@ class Env:
     next_id: int = 100
 
     def backend(self, **kwargs: object) -> LocalBackend:
-        options: dict[str, object] = {"node_name": NODE, "cpus": 2, "memory_mb": 4000,
-                                      "kill_wait": 1.0, "time_scale": 1 / 60,
-                                      "poll_interval": 0.02}
+        options: dict[str, object] = {
+            "node_name": NODE,
+            "cpus": 2,
+            "memory_mb": 4000,
+            "kill_wait": 1.0,
+            "time_scale": 1 / 60,
+            "poll_interval": 0.02,
+        }
         options.update(kwargs)
         return LocalBackend(self.spool, **options)  # type: ignore[arg-type]
 
@@ -75,16 +80,35 @@ def make_launch(
     ctx = ParseContext(cwd=cwd, uid=entry.pw_uid, user=user, now=time.time())
     spec = parse_sbatch(["sbatch", *argv, "job.sh"], script, dict(submit_env or {}), ctx).spec
     jid = job_id if job_id is not None else env.job_id()
-    array_job_id, task = (array if array is not None else (0, None))
-    job = Job(job_id=jid, spec=spec, user=user, uid=entry.pw_uid, group=user,
-              gid=entry.pw_gid, submit_time=time.time(), partition="local", qos="normal",
-              time_limit=spec.time_limit or 0, array_job_id=array_job_id, array_task_id=task)
-    base_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": entry.pw_dir,
-                "USER": user, "PWD": cwd}
+    array_job_id, task = array if array is not None else (0, None)
+    job = Job(
+        job_id=jid,
+        spec=spec,
+        user=user,
+        uid=entry.pw_uid,
+        group=user,
+        gid=entry.pw_gid,
+        submit_time=time.time(),
+        partition="local",
+        qos="normal",
+        time_limit=spec.time_limit or 0,
+        array_job_id=array_job_id,
+        array_task_id=task,
+    )
+    base_env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": entry.pw_dir,
+        "USER": user,
+        "PWD": cwd,
+    }
     base_env.update(submit_env or {})
-    return Launch(job=job, script=script, environment=base_env,
-                  placement=[RankPlacement(NODE, tasks, cpus, memory_mb, gpus)],
-                  partition="local")
+    return Launch(
+        job=job,
+        script=script,
+        environment=base_env,
+        placement=[RankPlacement(NODE, tasks, cpus, memory_mb, gpus)],
+        partition="local",
+    )
 
 
 def wait_for(backend: LocalBackend, job_id: int, timeout: float = 30.0) -> Path:
@@ -118,4 +142,3 @@ def wait_until(predicate: object, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("condition not met")
         time.sleep(0.02)
-

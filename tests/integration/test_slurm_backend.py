@@ -56,8 +56,12 @@ def cancel_all_of(backend: SlurmBackend) -> None:
     """scancel every Slurm job this backend submitted or adopted (only those)."""
     ids = sorted(set(backend.known_jobs().values()))
     if ids:
-        subprocess.run(["scancel", *ids], env={**os.environ, "SLURM_CONF": str(
-            backend.config.slurm_conf)}, capture_output=True, check=False)
+        subprocess.run(
+            ["scancel", *ids],
+            env={**os.environ, "SLURM_CONF": str(backend.config.slurm_conf)},
+            capture_output=True,
+            check=False,
+        )
     backend.close()
 
 
@@ -123,8 +127,13 @@ def test_a_job_runs_as_its_user_and_reports_exit_code_output_and_accounting(
 ) -> None:
     log = EventLog(backend)
     jid = next(_IDS)
-    user_job = launch(jid, 'id -un; echo "caldera=$CALDERA_JOB_ID"; srun true; exit 3', workdir,
-                      user="tester", comment="user words")
+    user_job = launch(
+        jid,
+        'id -un; echo "caldera=$CALDERA_JOB_ID"; srun true; exit 3',
+        workdir,
+        user="tester",
+        comment="user words",
+    )
     bid = backend.submit(user_job)
     assert backend.slurm_id(user_job.job) == bid
     assert backend.caldera_id(bid) == jid
@@ -143,13 +152,24 @@ def test_a_job_runs_as_its_user_and_reports_exit_code_output_and_accounting(
         cancel_all_of(other)
     done = log.finished(jid)
     assert (done.state, done.reason, done.exit_code) == (
-        JobState.FAILED, Reason.NON_ZERO_EXIT_CODE, 3 << 8)
+        JobState.FAILED,
+        Reason.NON_ZERO_EXIT_CODE,
+        3 << 8,
+    )
     assert done.backend_id == bid
     assert len(done.nodes) == 1
     assert (workdir / f"slurm-{jid}.out").read_text().split() == ["tester", f"caldera={jid}"]
     assert (workdir / f"slurm-{oid}.out").read_text().split() == ["tester2"]
-    log.wait(lambda e: e.job_id == jid and e.kind is EventKind.STEP and e.step is not None
-             and e.step.step_id == "batch", 60, "batch step")
+    log.wait(
+        lambda e: (
+            e.job_id == jid
+            and e.kind is EventKind.STEP
+            and e.step is not None
+            and e.step.step_id == "batch"
+        ),
+        60,
+        "batch step",
+    )
     steps = {e.step.step_id: e.step for e in log.of(jid, EventKind.STEP) if e.step is not None}
     assert steps["batch"].exit_code == 3 << 8
     assert steps["batch"].job_id == jid
@@ -191,8 +211,14 @@ def test_submit_is_idempotent_even_from_a_new_backend_object(
     assert show_job(second)["Comment"].startswith(make_tag(INSTANCE, jid, 1))
     assert log.state(jid, JobState.PENDING, 30).run in (0, 1)
     backend.cancel(rerun.job)
-    assert log.wait(lambda e: e.job_id == jid and e.kind is EventKind.FINISHED and e.run == 1,
-                    60, "FINISHED of run 1").state is JobState.CANCELLED
+    assert (
+        log.wait(
+            lambda e: e.job_id == jid and e.kind is EventKind.FINISHED and e.run == 1,
+            60,
+            "FINISHED of run 1",
+        ).state
+        is JobState.CANCELLED
+    )
 
 
 def test_hold_release_and_time_limit_of_a_job_slurm_queues(
@@ -207,8 +233,11 @@ def test_hold_release_and_time_limit_of_a_job_slurm_queues(
     log.wait(lambda e: e.job_id == jid and e.reason is Reason.JOB_HELD_USER, 30, "held")
     assert show_job(bid)["Reason"] == "JobHeldUser"
     backend.release(queued.job)
-    log.wait(lambda e: e.job_id == jid and e.reason is Reason.BEGIN_TIME
-             and log.of(jid).index(e) > 1, 30, "released")
+    log.wait(
+        lambda e: e.job_id == jid and e.reason is Reason.BEGIN_TIME and log.of(jid).index(e) > 1,
+        30,
+        "released",
+    )
     backend.update_time_limit(queued.job, 7)
     assert show_job(bid)["TimeLimit"] == "00:07:00"
     backend.cancel(queued.job)
@@ -232,9 +261,16 @@ def test_signal_and_requeue_a_running_job(backend: SlurmBackend, workdir: Path) 
         assert time.monotonic() < deadline, out.read_text()
         time.sleep(0.1)
     backend.requeue(job.job)
-    again = log.wait(lambda e: e.job_id == jid and e.kind is EventKind.STARTED
-                     and e.state is JobState.PENDING and log.of(jid).index(e) > 1, 30,
-                     "requeued")
+    again = log.wait(
+        lambda e: (
+            e.job_id == jid
+            and e.kind is EventKind.STARTED
+            and e.state is JobState.PENDING
+            and log.of(jid).index(e) > 1
+        ),
+        30,
+        "requeued",
+    )
     assert again.reason is Reason.BEGIN_TIME  # Slurm delays a requeued job's start
     assert "DUE TO JOB REQUEUE" in out.read_text()
     backend.cancel(job.job)
@@ -252,9 +288,18 @@ def test_array_tasks_are_one_task_slurm_arrays_named_after_caldera(
     tasks = [array_id, next(_IDS), next(_IDS)]
     bids = []
     for index, jid in enumerate(tasks):
-        bids.append(backend.submit(launch(
-            jid, 'echo "$SLURM_ARRAY_TASK_ID $CALDERA_ARRAY_JOB_ID $CALDERA_JOB_ID"', workdir,
-            array=spec, array_job_id=array_id, array_task=index)))
+        bids.append(
+            backend.submit(
+                launch(
+                    jid,
+                    'echo "$SLURM_ARRAY_TASK_ID $CALDERA_ARRAY_JOB_ID $CALDERA_JOB_ID"',
+                    workdir,
+                    array=spec,
+                    array_job_id=array_id,
+                    array_task=index,
+                )
+            )
+        )
     for index, (jid, bid) in enumerate(zip(tasks, bids, strict=True)):
         assert bid.endswith(f"_{index}")
         assert backend.caldera_id(bid) == jid
@@ -277,26 +322,32 @@ def test_dependencies_among_the_clusters_jobs_are_slurms_own(
     assert not backend.native_dependency_ok(b.job, [replace(a_job, cluster="elsewhere")])
     b_bid = backend.submit(b)
     assert show_job(b_bid)["Dependency"].startswith(f"afterok:{a_bid}")
-    c = launch(after_not_ok, "true", workdir,
-               dependency=Dependency((DepItem(DepKind.AFTER_NOT_OK, first),)))
+    c = launch(
+        after_not_ok,
+        "true",
+        workdir,
+        dependency=Dependency((DepItem(DepKind.AFTER_NOT_OK, first),)),
+    )
     backend.submit(c)
-    held = log.wait(lambda e: e.job_id == after_ok and e.reason is Reason.DEPENDENCY, 60,
-                    "Dependency")
+    held = log.wait(
+        lambda e: e.job_id == after_ok and e.reason is Reason.DEPENDENCY, 60, "Dependency"
+    )
     assert held.state is JobState.PENDING
     a_done = log.finished(first)
     b_done = log.finished(after_ok)
     assert b_done.state is JobState.COMPLETED
     assert b_done.time >= a_done.time
-    never = log.wait(lambda e: e.job_id == after_not_ok
-                     and e.reason is Reason.DEPENDENCY_NEVER_SATISFIED, 60, "never")
+    never = log.wait(
+        lambda e: e.job_id == after_not_ok and e.reason is Reason.DEPENDENCY_NEVER_SATISFIED,
+        60,
+        "never",
+    )
     assert never.state is JobState.PENDING
     backend.cancel(c.job)
     assert log.finished(after_not_ok, 60).state is JobState.CANCELLED
 
 
-def test_slurms_own_errors_reach_the_user(
-    slurm_cluster: SlurmStack, workdir: Path
-) -> None:
+def test_slurms_own_errors_reach_the_user(slurm_cluster: SlurmStack, workdir: Path) -> None:
     plain = SlurmBackend(config(slurm_cluster, partitions=()))  # every partition, same names
     try:
         with pytest.raises(SlurmRejected) as err:
@@ -304,16 +355,21 @@ def test_slurms_own_errors_reach_the_user(
         assert not err.value.retryable
         assert str(err.value) == (
             "sbatch: error: invalid partition specified: nope\n"
-            "sbatch: error: Batch job submission failed: Invalid partition name specified")
+            "sbatch: error: Batch job submission failed: Invalid partition name specified"
+        )
         assert err.value.errno == 2000
         with pytest.raises(SlurmRejected) as err:
             # as sbatch's parser records -c 4 (it raises mincpus too)
-            plain.submit(launch(next(_IDS), "true", workdir, partitions=("real",),
-                                cpus_per_task=4, mincpus=4))
+            plain.submit(
+                launch(
+                    next(_IDS), "true", workdir, partitions=("real",), cpus_per_task=4, mincpus=4
+                )
+            )
         assert str(err.value) == (
             "sbatch: error: CPU count per node can not be satisfied\n"
             "sbatch: error: Batch job submission failed: "
-            "Requested node configuration is not available")
+            "Requested node configuration is not available"
+        )
         assert err.value.errno == 2014
         assert plain.known_jobs() == {}
     finally:

@@ -48,10 +48,18 @@ def stop_slurmctld(stack: SlurmStack) -> None:
     under the lock up.sh and down.sh take."""
     lib = TESTENV / "lib.sh"
     subprocess.run(
-        ["flock", "-w", "600", f"{stack.base}.lock", "bash", "-c",
-         f'source "{lib}"; stop_pidfile "$RUN/slurmctld.pid" slurmctld 5'],
+        [
+            "flock",
+            "-w",
+            "600",
+            f"{stack.base}.lock",
+            "bash",
+            "-c",
+            f'source "{lib}"; stop_pidfile "$RUN/slurmctld.pid" slurmctld 5',
+        ],
         env={**slurm_env(), "CALDERA_SLURM_BASE": str(stack.base)},
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     )
 
 
@@ -59,7 +67,8 @@ def copies_of_tag(job_id: int, run: int = 0) -> int:
     """How many Slurm jobs carry this job's tag (slurmctld keeps finished jobs 300 s)."""
     tag = make_tag(INSTANCE, job_id, run)
     return sum(
-        1 for line in scontrol_lines(["-o", "show", "job"]).splitlines()
+        1
+        for line in scontrol_lines(["-o", "show", "job"]).splitlines()
         if f" Comment={tag} " in line or line.endswith(f" Comment={tag}")
     )
 
@@ -115,8 +124,11 @@ def test_jobs_stay_tracked_across_a_slurmctld_restart(
         log.state(jid, JobState.RUNNING)
         stop_slurmctld(slurm_cluster)
         try:
-            gone = log.wait(lambda e: e.job_id == jid and e.reason is Reason.CLUSTER_UNREACHABLE,
-                            30, "unreachable")
+            gone = log.wait(
+                lambda e: e.job_id == jid and e.reason is Reason.CLUSTER_UNREACHABLE,
+                30,
+                "unreachable",
+            )
             assert gone.state is JobState.RUNNING
             started = time.monotonic()
             with pytest.raises(SlurmUnreachable) as err:
@@ -150,11 +162,13 @@ def test_an_unreachable_cluster_keeps_its_jobs_and_is_reconciled_when_back(
         backend.submit(launch(jid, "sleep 3; echo done", workdir))
         log.state(jid, JobState.RUNNING)
         conf.write_text(bad)
-        gone = log.wait(lambda e: e.job_id == jid and e.reason is Reason.CLUSTER_UNREACHABLE,
-                        30, "unreachable")
+        gone = log.wait(
+            lambda e: e.job_id == jid and e.reason is Reason.CLUSTER_UNREACHABLE, 30, "unreachable"
+        )
         assert gone.state is JobState.RUNNING  # keeps its state, with the reason
-        assert "Unable to contact slurm controller" in (gone.message or "") or \
-            "did not answer" in (gone.message or "")
+        assert "Unable to contact slurm controller" in (gone.message or "") or "did not answer" in (
+            gone.message or ""
+        )
         assert not backend.describe().reachable
         with pytest.raises(SlurmUnreachable) as err:
             backend.submit(launch(next(_IDS), "true", workdir))

@@ -51,8 +51,14 @@ def test_a_three_node_mpi_job_runs_with_srun_pmix_and_mpirun(
     log = EventLog(backend)
     jid = next(_IDS)
     hello = slurm_cluster.mpi_hello
-    job = launch(jid, f"srun --mpi=pmix {hello}\necho ---\nmpirun {hello}", workdir,
-                 user="tester", nodes_min=3, ntasks_per_node=1)
+    job = launch(
+        jid,
+        f"srun --mpi=pmix {hello}\necho ---\nmpirun {hello}",
+        workdir,
+        user="tester",
+        nodes_min=3,
+        ntasks_per_node=1,
+    )
     backend.submit(job)
     running = log.state(jid, JobState.RUNNING)
     assert len(running.nodes) == 3
@@ -98,7 +104,8 @@ def image_dir(slurm_cluster: SlurmStack) -> Iterator[Path]:
             (root / "bin" / applet).symlink_to("busybox")
         (root / "etc" / "caldera-marker").write_text(MARKER + "\n")
         (root / "etc" / "passwd").write_text(
-            "root:x:0:0::/:/bin/sh\ntester:x:1001:1001::/:/bin/sh\n")
+            "root:x:0:0::/:/bin/sh\ntester:x:1001:1001::/:/bin/sh\n"
+        )
         tar = build / "rootfs.tar"
         subprocess.run(["tar", "-C", str(root), "-cf", str(tar), "."], check=True)
         _podman("import", "--change", 'CMD ["/bin/sh"]', str(tar), IMAGE, env=env)

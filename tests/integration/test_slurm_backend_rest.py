@@ -38,8 +38,13 @@ def workdir(slurm_cluster: SlurmStack) -> Iterator[Path]:
 
 
 def rest_config(stack: SlurmStack, url: str | None = None, **kw: object) -> SlurmClusterConfig:
-    return config(stack, transport=Transport.REST, rest_url=url or f"unix:{stack.rest_socket}",
-                  rest_user="tester", **kw)
+    return config(
+        stack,
+        transport=Transport.REST,
+        rest_url=url or f"unix:{stack.rest_socket}",
+        rest_user="tester",
+        **kw,
+    )
 
 
 @pytest.fixture
@@ -67,8 +72,9 @@ def test_a_job_submitted_through_slurmrestd_is_tracked_signalled_and_cancelled(
 ) -> None:
     log = EventLog(rest_backend)
     jid = next(_IDS)
-    job = launch(jid, 'id -un; echo "$CALDERA_JOB_ID"; exit 2', workdir, user="tester",
-                 comment="via rest")
+    job = launch(
+        jid, 'id -un; echo "$CALDERA_JOB_ID"; exit 2', workdir, user="tester", comment="via rest"
+    )
     bid = rest_backend.submit(job)
     rec = show_job(bid)
     assert rec["Comment"].strip() == f"{make_tag(INSTANCE, jid)} via rest"
@@ -104,8 +110,7 @@ def test_what_slurmrestd_cannot_say_goes_through_the_commands(
     log = EventLog(rest_backend)
     pinned, as_root = next(_IDS), next(_IDS)
     # --nodelist has no key in 22.05's job description
-    bid = rest_backend.submit(launch(pinned, "hostname", workdir, user="tester",
-                                     nodelist="node02"))
+    bid = rest_backend.submit(launch(pinned, "hostname", workdir, user="tester", nodelist="node02"))
     assert show_job(bid)["ReqNodeList"] == "node02"
     # slurmrestd acts as tester: root's job goes through the commands, as root
     rbid = rest_backend.submit(launch(as_root, "id -un", workdir, user="root"))
@@ -115,14 +120,11 @@ def test_what_slurmrestd_cannot_say_goes_through_the_commands(
     assert (workdir / f"slurm-{as_root}.out").read_text().split() == ["root"]
 
 
-def test_slurmrestd_errors_and_unreachability(
-    slurm_cluster: SlurmStack, workdir: Path
-) -> None:
+def test_slurmrestd_errors_and_unreachability(slurm_cluster: SlurmStack, workdir: Path) -> None:
     link_dir = Path(tempfile.mkdtemp(prefix="rest-link-"))
     link = link_dir / "slurmrestd.sock"
     os.symlink(slurm_cluster.rest_socket, link)
-    rest_only = rest_config(slurm_cluster, url=f"unix:{link}", commands=False,
-                            partitions=())
+    rest_only = rest_config(slurm_cluster, url=f"unix:{link}", commands=False, partitions=())
     b = SlurmBackend(rest_only)
     try:
         with pytest.raises(SlurmRejected) as err:
@@ -136,8 +138,9 @@ def test_slurmrestd_errors_and_unreachability(
         job = launch(jid, "sleep 1", workdir, user="tester", partitions=("real",))
         b.submit(job)
         link.unlink()  # slurmrestd gone
-        gone = log.wait(lambda e: e.job_id == jid and e.reason is Reason.CLUSTER_UNREACHABLE,
-                        30, "unreachable")
+        gone = log.wait(
+            lambda e: e.job_id == jid and e.reason is Reason.CLUSTER_UNREACHABLE, 30, "unreachable"
+        )
         assert gone.state in (JobState.PENDING, JobState.RUNNING)
         assert not b.describe().reachable
         with pytest.raises(SlurmUnreachable) as down:

@@ -76,22 +76,21 @@ class Shape:
 
 SHAPES: tuple[Shape, ...] = (
     Shape("plain", ()),
-    Shape("array", ("--array=3-7:2",), array_task=3,
-          placeholders=("job_id", "array_job_id")),
+    Shape("array", ("--array=3-7:2",), array_task=3, placeholders=("job_id", "array_job_id")),
     Shape("nodes2_per_node2", ("-N2", "--ntasks-per-node=2")),
     Shape("nodes2_ntasks3", ("-N2", "-n3")),
     Shape("cpus2_mem", ("-c", "2", "--mem=300M")),
     Shape("gres_gpu2", ("-p", "gpu", "--gres=gpu:2")),
     Shape("gpus3_mem_per_gpu", ("-p", "gpu", "--gpus=3", "--mem-per-gpu=100")),
-    Shape("gpus_per_node", ("-p", "gpu", "-N2", "--gpus-per-node=1",
-                            "--mem-per-cpu=200")),
-    Shape("gpus_per_task", ("-p", "gpu", "-n2", "--gpus-per-task=1",
-                            "--cpus-per-gpu=1")),
+    Shape("gpus_per_node", ("-p", "gpu", "-N2", "--gpus-per-node=1", "--mem-per-cpu=200")),
+    Shape("gpus_per_task", ("-p", "gpu", "-n2", "--gpus-per-task=1", "--cpus-per-gpu=1")),
     Shape("export_none", ("--export=NONE",)),
     Shape("export_none_list", ("--export=NONE,A,B=1",)),
     Shape("export_all_list", ("--export=ALL,C=2",)),
-    Shape("open_mode_dependency", ("--open-mode=append",
-                                   "--dependency=singleton", "--signal=B:USR1@30", "-t", "5")),
+    Shape(
+        "open_mode_dependency",
+        ("--open-mode=append", "--dependency=singleton", "--signal=B:USR1@30", "-t", "5"),
+    ),
     Shape("user_tester", ("-n2", "-c1"), user="tester"),
 )
 
@@ -131,8 +130,9 @@ def read_golden(path: Path) -> tuple[list[NodeLine], dict[str, str]]:
 def parse_spec(shape: Shape, workdir: str) -> JobSpec:
     uid = 0 if shape.user == "root" else 1001
     ctx = ParseContext(cwd=workdir, uid=uid, user=shape.user)
-    return parse_sbatch(["sbatch", "-J", shape.name, *shape.argv, "job.sh"], "#!/bin/bash\n",
-                        {}, ctx).spec
+    return parse_sbatch(
+        ["sbatch", "-J", shape.name, *shape.argv, "job.sh"], "#!/bin/bash\n", {}, ctx
+    ).spec
 
 
 def launch_for(
@@ -162,20 +162,38 @@ def launch_for(
         array_task_id=shape.array_task,
     )
     placement = [RankPlacement(n.node, n.tasks, n.cpus, 0, n.gpus) for n in nodes]
-    return Launch(job=job, script="#!/bin/bash\n", environment={}, placement=placement,
-                  partition=job.partition, cluster=CLUSTER_NAME)
+    return Launch(
+        job=job,
+        script="#!/bin/bash\n",
+        environment={},
+        placement=placement,
+        partition=job.partition,
+        cluster=CLUSTER_NAME,
+    )
 
 
-def expected_environment(shape: Shape, nodes: list[NodeLine], *, job_id: int,
-                         array_job_id: int, submit_dir: str, submit_host: str,
-                         slurm_conf: str) -> dict[str, str]:
+def expected_environment(
+    shape: Shape,
+    nodes: list[NodeLine],
+    *,
+    job_id: int,
+    array_job_id: int,
+    submit_dir: str,
+    submit_host: str,
+    slurm_conf: str,
+) -> dict[str, str]:
     """What batch_environment gives for the shape (SLURM_CONF as the cluster sets it)."""
-    launch = launch_for(shape, nodes, {"SLURM_SUBMIT_HOST": submit_host,
-                                       "SLURM_JOB_ACCOUNT": "root" if shape.user == "root"
-                                       else "caldera"},
-                        job_id=job_id, array_job_id=array_job_id)
-    submit_env = {"PATH": "/usr/bin:/bin", "HOME": "/root", "SLURM_CONF": slurm_conf,
-                  **SUBMIT_VARS}
+    launch = launch_for(
+        shape,
+        nodes,
+        {
+            "SLURM_SUBMIT_HOST": submit_host,
+            "SLURM_JOB_ACCOUNT": "root" if shape.user == "root" else "caldera",
+        },
+        job_id=job_id,
+        array_job_id=array_job_id,
+    )
+    submit_env = {"PATH": "/usr/bin:/bin", "HOME": "/root", "SLURM_CONF": slurm_conf, **SUBMIT_VARS}
     env = batch_environment(
         launch,
         submit_env,
@@ -195,12 +213,23 @@ def expected_environment(shape: Shape, nodes: list[NodeLine], *, job_id: int,
 def test_batch_environment_matches_what_slurm_set(shape: Shape) -> None:
     path = GOLDEN / f"{shape.name}.env"
     nodes, golden = read_golden(path)
-    values = {"job_id": "4242", "array_job_id": "4240", "submit_dir": "/data/sub",
-              "submit_host": "login1", "slurm_conf": "/etc/slurm/slurm.conf"}
+    values = {
+        "job_id": "4242",
+        "array_job_id": "4240",
+        "submit_dir": "/data/sub",
+        "submit_host": "login1",
+        "slurm_conf": "/etc/slurm/slurm.conf",
+    }
     want = {k: v.format(**values) for k, v in golden.items()}
-    got = expected_environment(shape, nodes, job_id=4242, array_job_id=4240,
-                               submit_dir="/data/sub", submit_host="login1",
-                               slurm_conf="/etc/slurm/slurm.conf")
+    got = expected_environment(
+        shape,
+        nodes,
+        job_id=4242,
+        array_job_id=4240,
+        submit_dir="/data/sub",
+        submit_host="login1",
+        slurm_conf="/etc/slurm/slurm.conf",
+    )
     assert got == want
 
 
@@ -214,8 +243,13 @@ def test_every_shape_has_a_golden_file() -> None:
 
 @pytest.mark.parametrize(
     ("counts", "text"),
-    [([1], "1"), ([2, 2], "2(x2)"), ([2, 2, 2, 1], "2(x3),1"), ([1, 2, 2], "1,2(x2)"),
-     ([3, 1, 3], "3,1,3")],
+    [
+        ([1], "1"),
+        ([2, 2], "2(x2)"),
+        ([2, 2, 2, 1], "2(x3),1"),
+        ([1, 2, 2], "1,2(x2)"),
+        ([3, 1, 3], "3,1,3"),
+    ],
 )
 def test_counts_compress_as_slurm_prints_them(counts: list[int], text: str) -> None:
     assert compress_counts(counts) == text
@@ -223,9 +257,13 @@ def test_counts_compress_as_slurm_prints_them(counts: list[int], text: str) -> N
 
 @pytest.mark.parametrize(
     ("names", "text"),
-    [(["node01"], "node01"), (["node03", "node04"], "node[03-04]"),
-     (["n1", "n2", "n3", "n5"], "n[1-3,5]"), (["a01", "b1", "a02"], "a[01-02],b1"),
-     (["login", "node9", "node10"], "login,node9,node10")],
+    [
+        (["node01"], "node01"),
+        (["node03", "node04"], "node[03-04]"),
+        (["n1", "n2", "n3", "n5"], "n[1-3,5]"),
+        (["a01", "b1", "a02"], "a[01-02],b1"),
+        (["login", "node9", "node10"], "login,node9,node10"),
+    ],
 )
 def test_hostlists_compress_as_slurm_prints_them(names: list[str], text: str) -> None:
     assert compress_hostlist(names) == text
@@ -261,11 +299,27 @@ def test_export_tokens_split_on_commas_outside_quotes() -> None:
 
 def _simple_launch(**spec_fields: object) -> Launch:
     spec = JobSpec(name="j", workdir="/w", **spec_fields)  # type: ignore[arg-type]
-    job = Job(job_id=7, spec=spec, user="u", uid=5, group="g", gid=6, submit_time=0.0,
-              account="acct", restart_count=2, array_job_id=5, array_task_id=4)
-    return Launch(job=job, script="", environment={},
-                  placement=[RankPlacement("n1", 2, 4, 100, (1, 3))], partition="p",
-                  env_extra={"NCCL_IB_HCA": "mlx5_0"})
+    job = Job(
+        job_id=7,
+        spec=spec,
+        user="u",
+        uid=5,
+        group="g",
+        gid=6,
+        submit_time=0.0,
+        account="acct",
+        restart_count=2,
+        array_job_id=5,
+        array_task_id=4,
+    )
+    return Launch(
+        job=job,
+        script="",
+        environment={},
+        placement=[RankPlacement("n1", 2, 4, 100, (1, 3))],
+        partition="p",
+        env_extra={"NCCL_IB_HCA": "mlx5_0"},
+    )
 
 
 def test_restarts_gpus_extras_and_arrays_reach_the_environment() -> None:
@@ -275,8 +329,12 @@ def test_restarts_gpus_extras_and_arrays_reach_the_environment() -> None:
     assert env["CUDA_VISIBLE_DEVICES"] == env["SLURM_JOB_GPUS"] == "1,3"
     assert env["SLURM_GPUS_ON_NODE"] == "2"
     assert env["NCCL_IB_HCA"] == "mlx5_0"
-    assert (env["SLURM_ARRAY_TASK_COUNT"], env["SLURM_ARRAY_TASK_MIN"],
-            env["SLURM_ARRAY_TASK_MAX"], env["SLURM_ARRAY_TASK_STEP"]) == ("5", "0", "8", "2")
+    assert (
+        env["SLURM_ARRAY_TASK_COUNT"],
+        env["SLURM_ARRAY_TASK_MIN"],
+        env["SLURM_ARRAY_TASK_MAX"],
+        env["SLURM_ARRAY_TASK_STEP"],
+    ) == ("5", "0", "8", "2")
     assert env["SLURM_TOPOLOGY_ADDR"] == "n1"
     assert env["SLURM_TOPOLOGY_ADDR_PATTERN"] == "node"
     assert env["SLURM_TASKS_PER_NODE"] == "2"
@@ -286,8 +344,17 @@ def test_restarts_gpus_extras_and_arrays_reach_the_environment() -> None:
 
 def test_srun_tasks_get_their_ranks_and_the_step_layout() -> None:
     base = {"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4"}
-    env = task_environment(base, step_id=3, ntasks=2, nodes=["n1"], tasks_on_nodes=[2],
-                           task=TaskIds(1, 1, 0), cpus_per_task=2, label=True, mpi="pmix")
+    env = task_environment(
+        base,
+        step_id=3,
+        ntasks=2,
+        nodes=["n1"],
+        tasks_on_nodes=[2],
+        task=TaskIds(1, 1, 0),
+        cpus_per_task=2,
+        label=True,
+        mpi="pmix",
+    )
     assert env["SLURM_STEP_ID"] == env["SLURM_STEPID"] == "3"
     assert (env["SLURM_PROCID"], env["SLURM_LOCALID"], env["SLURM_NODEID"]) == ("1", "1", "0")
     assert env["SLURM_NTASKS"] == env["SLURM_STEP_NUM_TASKS"] == "2"

@@ -25,18 +25,39 @@ from gateway.model.state import JobState, Reason
 
 def _plan(**changes: object) -> JobPlan:
     values: dict[str, object] = dict(
-        job_id=5, name="j", node="n1", user="u", uid=1, gid=2, groups=(2, 3), workdir="/w",
-        script="/s", args=("a",), env={"X": "1"}, stdin="/dev/null", stdout="/w/o",
-        stderr=None, open_append=False, time_limit_s=60.0, kill_wait_s=30.0,
-        signal=(10, 60.0, True), memory_limit_mb=100, cpus=2, ntasks=1)
+        job_id=5,
+        name="j",
+        node="n1",
+        user="u",
+        uid=1,
+        gid=2,
+        groups=(2, 3),
+        workdir="/w",
+        script="/s",
+        args=("a",),
+        env={"X": "1"},
+        stdin="/dev/null",
+        stdout="/w/o",
+        stderr=None,
+        open_append=False,
+        time_limit_s=60.0,
+        kill_wait_s=30.0,
+        signal=(10, 60.0, True),
+        memory_limit_mb=100,
+        cpus=2,
+        ntasks=1,
+    )
     values.update(changes)
     return JobPlan(**values)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
     "plan",
-    [_plan(), _plan(signal=None, time_limit_s=None),
-     _plan(container=ContainerPlan("img", "unix:///s", (("/a", "/b", True),), "/wd", "c"))],
+    [
+        _plan(),
+        _plan(signal=None, time_limit_s=None),
+        _plan(container=ContainerPlan("img", "unix:///s", (("/a", "/b", True),), "/wd", "c")),
+    ],
 )
 def test_job_plans_survive_their_json_form(tmp_path: Path, plan: JobPlan) -> None:
     write_json(tmp_path / "plan.json", plan.to_json())
@@ -46,8 +67,16 @@ def test_job_plans_survive_their_json_form(tmp_path: Path, plan: JobPlan) -> Non
 
 
 def test_results_survive_their_json_form() -> None:
-    result = JobResult(JobState.OUT_OF_MEMORY, 253, wait_status(2), Reason.NONE, 1.0, 2.0,
-                       message="m", max_rss_kb=7)
+    result = JobResult(
+        JobState.OUT_OF_MEMORY,
+        253,
+        wait_status(2),
+        Reason.NONE,
+        1.0,
+        2.0,
+        message="m",
+        max_rss_kb=7,
+    )
     assert JobResult.from_json(json.loads(json.dumps(result.to_json()))) == result
 
 
@@ -62,8 +91,18 @@ def test_broken_or_partial_records_read_as_missing(tmp_path: Path) -> None:
 
 
 def test_step_records_round_trip(tmp_path: Path) -> None:
-    step = Step(job_id=4, step_id="2", name="bash", state=JobState.FAILED, start_time=1.0,
-                end_time=2.0, exit_code=wait_status(3), nodes=("n1",), ntasks=2, cpus=2)
+    step = Step(
+        job_id=4,
+        step_id="2",
+        name="bash",
+        state=JobState.FAILED,
+        start_time=1.0,
+        end_time=2.0,
+        exit_code=wait_status(3),
+        nodes=("n1",),
+        ntasks=2,
+        cpus=2,
+    )
     write_json(tmp_path / "2.json", step_to_json(step))
     assert read_step(tmp_path / "2.json", 4) == step
 

@@ -57,7 +57,9 @@ def test_states_and_reasons_keep_slurms_words() -> None:
     text = "ReqNodeNotAvail,_UnavailableNodes:big[001-064]"
     assert reason_from_slurm(text) == (Reason.REQ_NODE_NOT_AVAIL, text)
     assert reason_from_slurm("launch failed requeued held") == (
-        Reason.NONE, "launch failed requeued held")
+        Reason.NONE,
+        "launch failed requeued held",
+    )
 
 
 def test_output_patterns_name_caldera_ids() -> None:
@@ -82,8 +84,10 @@ def test_dependencies_on_jobs_of_the_same_cluster_become_slurms() -> None:
         10: [TargetInfo(10, SlurmRef(900), False)],
         11: [TargetInfo(11, SlurmRef(901), True)],  # finished: the gateway judged it
         12: [TargetInfo(12, None, False)],  # another backend's job
-        20: [TargetInfo(20, SlurmRef(910, 0), False, 20, 0),
-             TargetInfo(21, SlurmRef(911, 1), False, 20, 1)],
+        20: [
+            TargetInfo(20, SlurmRef(910, 0), False, 20, 0),
+            TargetInfo(21, SlurmRef(911, 1), False, 20, 1),
+        ],
     }
     members = _members(table)
     dep = Dependency((DepItem(DepKind.AFTER_OK, 10, minutes=5), DepItem(DepKind.AFTER_ANY, 11)))
@@ -110,15 +114,31 @@ def _row(state: JobState, **kw: object) -> JobStatus:
 def test_events_carry_slurms_state_reason_and_exit_code() -> None:
     pending = state_event(1, _row(JobState.PENDING, reason="Priority"), "c1-", 100.0)
     assert (pending.kind, pending.state, pending.reason, pending.nodes) == (
-        EventKind.STARTED, JobState.PENDING, Reason.PRIORITY, ())
-    running = state_event(1, _row(JobState.RUNNING, nodes=("n1",), start_time=90.0), "c1-",
-                          100.0)
+        EventKind.STARTED,
+        JobState.PENDING,
+        Reason.PRIORITY,
+        (),
+    )
+    running = state_event(1, _row(JobState.RUNNING, nodes=("n1",), start_time=90.0), "c1-", 100.0)
     assert (running.state, running.nodes, running.time, running.backend_id) == (
-        JobState.RUNNING, ("c1-n1",), 90.0, "5")
-    done = finished_event(1, _row(JobState.FAILED, reason="NonZeroExitCode", exit_code=768,
-                                  end_time=95.0), "", 100.0)
+        JobState.RUNNING,
+        ("c1-n1",),
+        90.0,
+        "5",
+    )
+    done = finished_event(
+        1, _row(JobState.FAILED, reason="NonZeroExitCode", exit_code=768, end_time=95.0), "", 100.0
+    )
     assert (done.kind, done.state, done.reason, done.exit_code, done.time) == (
-        EventKind.FINISHED, JobState.FAILED, Reason.NON_ZERO_EXIT_CODE, 768, 95.0)
+        EventKind.FINISHED,
+        JobState.FAILED,
+        Reason.NON_ZERO_EXIT_CODE,
+        768,
+        95.0,
+    )
     lost = unreachable_event(1, JobState.RUNNING, "5", 100.0, "connect failure")
     assert (lost.kind, lost.state, lost.reason) == (
-        EventKind.STARTED, JobState.RUNNING, Reason.CLUSTER_UNREACHABLE)
+        EventKind.STARTED,
+        JobState.RUNNING,
+        Reason.CLUSTER_UNREACHABLE,
+    )

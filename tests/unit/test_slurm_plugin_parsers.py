@@ -41,19 +41,32 @@ def test_scontrol_partitions_read_like_slurmrestds() -> None:
     assert debug["max_time_limit"] == 1440
     assert debug["default_time_limit"] == 30
     assert debug["maximum_nodes_per_job"] == 2
-    nodes = {"nodes": [
-        {"name": "node01", "cpus": 2, "real_memory": 2000, "state": "idle",
-         "partitions": ["debug", "real"], "gres": ""},
-        {"name": "node03", "cpus": 2, "real_memory": 2000, "state": "mixed",
-         "partitions": ["real"], "gres": "gpu:2"},
-    ]}
+    nodes = {
+        "nodes": [
+            {
+                "name": "node01",
+                "cpus": 2,
+                "real_memory": 2000,
+                "state": "idle",
+                "partitions": ["debug", "real"],
+                "gres": "",
+            },
+            {
+                "name": "node03",
+                "cpus": 2,
+                "real_memory": 2000,
+                "state": "mixed",
+                "partitions": ["real"],
+                "gres": "gpu:2",
+            },
+        ]
+    }
     cluster = cluster_from_sinfo_json(nodes, doc, name="c").cluster
     assert cluster.partition("real") is not None
     assert cluster.partition("real").max_time == INFINITE  # type: ignore[union-attr]
     assert cluster.partition("debug").default  # type: ignore[union-attr]
     raw = cluster_from_sinfo_json(nodes, doc, name="c")
-    offered = offered_cluster(
-        raw, SlurmClusterConfig(name="c", node_prefix="c-", partitions=()))
+    offered = offered_cluster(raw, SlurmClusterConfig(name="c", node_prefix="c-", partitions=()))
     assert [n.name for n in offered.state.nodes] == ["c-node01", "c-node03"]
     assert offered.state.partition("real").nodes[0] == "c-node01"  # type: ignore[union-attr]
     gpus = {n.name: n.gpu_count() for n in offered.state.nodes}
@@ -83,9 +96,17 @@ def test_pyslurm_is_used_only_when_built_for_the_sites_release() -> None:
 
 
 def test_pyslurm_records_become_statuses() -> None:
-    row = status_from_pyslurm(12, {"job_state": "RUNNING", "array_job_id": 10,
-                                   "array_task_id": 2, "exit_code": "3:0", "nodes": "n[1-2]",
-                                   "comment": "caldera:gw:5"})
+    row = status_from_pyslurm(
+        12,
+        {
+            "job_state": "RUNNING",
+            "array_job_id": 10,
+            "array_task_id": 2,
+            "exit_code": "3:0",
+            "nodes": "n[1-2]",
+            "comment": "caldera:gw:5",
+        },
+    )
     assert row.ref.text == "10_2"
     assert row.state is JobState.RUNNING
     assert row.exit_code == 768

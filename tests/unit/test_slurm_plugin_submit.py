@@ -54,18 +54,39 @@ def test_sbatch_options_say_what_the_spec_says() -> None:
         extra=(("core-spec", "2"), ("spread-job", None)),
     )
     assert sbatch_options(spec) == [
-        "--job-name=train", "--chdir=/w", "--partition=real", "--account=xcore",
-        "--nodes=2-3", "--ntasks-per-node=2", "--cpus-per-task=4", "--mem-per-cpu=500M",
-        "--gres=gpu:a100:2", "--gpus-per-task=1", "--constraint=a100&real",
-        "--exclusive=user", "--time=90", "--array=0-3%2", "--no-requeue",
-        "--signal=B:USR1@120", "--output=out-%j", "--core-spec=2", "--spread-job",
+        "--job-name=train",
+        "--chdir=/w",
+        "--partition=real",
+        "--account=xcore",
+        "--nodes=2-3",
+        "--ntasks-per-node=2",
+        "--cpus-per-task=4",
+        "--mem-per-cpu=500M",
+        "--gres=gpu:a100:2",
+        "--gpus-per-task=1",
+        "--constraint=a100&real",
+        "--exclusive=user",
+        "--time=90",
+        "--array=0-3%2",
+        "--no-requeue",
+        "--signal=B:USR1@120",
+        "--output=out-%j",
+        "--core-spec=2",
+        "--spread-job",
     ]
     assert "--time=UNLIMITED" in sbatch_options(replace(spec, time_limit=INFINITE))
 
 
 def test_a_launch_becomes_a_tagged_submission_to_the_offered_partition() -> None:
-    launch = make_launch(7, wrap("hostname"), workdir="/w", partitions=("hpc-real",),
-                         comment="mine", hold=True, cluster="hpc")
+    launch = make_launch(
+        7,
+        wrap("hostname"),
+        workdir="/w",
+        partitions=("hpc-real",),
+        comment="mine",
+        hold=True,
+        cluster="hpc",
+    )
     req = build_request(launch, CONFIG, ROOT, dependency="afterok:12")
     assert "--partition=real" in req.options
     assert "--comment=caldera:gw:7 mine" in req.options
@@ -79,9 +100,15 @@ def test_a_launch_becomes_a_tagged_submission_to_the_offered_partition() -> None
 
 
 def test_an_array_task_is_a_one_task_slurm_array_named_after_caldera() -> None:
-    launch = make_launch(31, wrap("true"), partitions=("hpc-gpu",), array_job_id=30,
-                         array_task=4, array=ArraySpec((IndexRange(0, 9, 1),), 0),
-                         cluster="hpc")
+    launch = make_launch(
+        31,
+        wrap("true"),
+        partitions=("hpc-gpu",),
+        array_job_id=30,
+        array_task=4,
+        array=ArraySpec((IndexRange(0, 9, 1),), 0),
+        cluster="hpc",
+    )
     req = build_request(launch, CONFIG, ROOT)
     assert req.array_task == 4
     assert not any(o.startswith("--array") for o in req.options)  # the client adds =4
@@ -96,10 +123,22 @@ def test_a_partition_the_cluster_does_not_offer_is_refused() -> None:
 
 
 def test_rest_job_description_and_what_22_05_cannot_take() -> None:
-    launch = make_launch(9, wrap("true"), workdir="/w", partitions=("hpc-real",), ntasks=4,
-                         nodes_min=1, nodes_max=2, mem_per_node_mb=300, time_limit=5,
-                         sharing=Sharing.EXCLUSIVE, gpus=(GresItem("gpu", "a100", 2),),
-                         signal=SignalSpec(10, 90), begin=2_000_000_000, cluster="hpc")
+    launch = make_launch(
+        9,
+        wrap("true"),
+        workdir="/w",
+        partitions=("hpc-real",),
+        ntasks=4,
+        nodes_min=1,
+        nodes_max=2,
+        mem_per_node_mb=300,
+        time_limit=5,
+        sharing=Sharing.EXCLUSIVE,
+        gpus=(GresItem("gpu", "a100", 2),),
+        signal=SignalSpec(10, 90),
+        begin=2_000_000_000,
+        cluster="hpc",
+    )
     req = build_request(launch, CONFIG, ROOT)
     job = rest_job_properties(req)
     assert job["partition"] == "real"
@@ -115,8 +154,7 @@ def test_rest_job_description_and_what_22_05_cannot_take() -> None:
     assert job["current_working_directory"] == "/w"
     assert job["environment"]["CALDERA_JOB_ID"] == "9"
     assert isinstance(job["begin_time"], str)
-    bad = replace(req, spec=replace(req.spec, nodelist="node01", requeue=False),
-                  script_args=("a",))
+    bad = replace(req, spec=replace(req.spec, nodelist="node01", requeue=False), script_args=("a",))
     with pytest.raises(RestUnsupported) as err:
         rest_job_properties(bad)
     assert err.value.fields == ["--nodelist", "--no-requeue", "script arguments"]
@@ -124,19 +162,26 @@ def test_rest_job_description_and_what_22_05_cannot_take() -> None:
 
 def test_command_failures_are_classified() -> None:
     down = classify_failure(
-        ["sbatch"], 1, "",
+        ["sbatch"],
+        1,
+        "",
         "sbatch: error: Batch job submission failed: Unable to contact slurm controller "
-        "(connect failure)\n")
+        "(connect failure)\n",
+    )
     assert isinstance(down, SlurmUnreachable)
     assert down.retryable
     bad = classify_failure(
-        ["sbatch"], 1, "",
-        "sbatch: error: Batch job submission failed: Invalid partition name specified\n")
+        ["sbatch"],
+        1,
+        "",
+        "sbatch: error: Batch job submission failed: Invalid partition name specified\n",
+    )
     assert isinstance(bad, SlurmRejected)
     assert not bad.retryable
     assert bad.errno == 2000
-    assert str(bad) == "sbatch: error: Batch job submission failed: Invalid partition name " \
-        "specified"
+    assert (
+        str(bad) == "sbatch: error: Batch job submission failed: Invalid partition name specified"
+    )
 
 
 def _fake_podman(tmp_path: Path) -> Path:
@@ -147,7 +192,7 @@ def _fake_podman(tmp_path: Path) -> Path:
         "#!/bin/sh\n"
         f'echo "$*" >>{log}\n'
         'case "$1" in image) exit 1;; load) exit 0;; esac\n'
-        'for last; do :; done\n'
+        "for last; do :; done\n"
         'script=""; prev=""\n'
         'for a; do case "$prev" in -v) case "$a" in *:/.caldera/script:ro) '
         'script="${a%%:/.caldera/script:ro}";; esac;; esac; prev="$a"; done\n'
@@ -159,18 +204,23 @@ def _fake_podman(tmp_path: Path) -> Path:
 
 def test_the_container_wrapper_runs_the_script_with_podman(tmp_path: Path) -> None:
     log = _fake_podman(tmp_path)
-    config = ContainerConfig(runtime_path=str(tmp_path / "podman"),
-                             image_archive_dir=str(tmp_path), containers_conf="/c.conf")
+    config = ContainerConfig(
+        runtime_path=str(tmp_path / "podman"),
+        image_archive_dir=str(tmp_path),
+        containers_conf="/c.conf",
+    )
     (tmp_path / archive_name("localhost/img:1")).write_text("")
     script = "#!/bin/sh\necho inside $CALDERA_X\nexit 4\n"
-    text = container_wrapper(script, "localhost/img:1", str(tmp_path), config,
-                             mounts=("/data:/data:ro",), name="j")
+    text = container_wrapper(
+        script, "localhost/img:1", str(tmp_path), config, mounts=("/data:/data:ro",), name="j"
+    )
     assert archive_name("localhost/img:1") == "localhost_img_1.tar"
     wrapper = tmp_path / "wrapper.sh"
     wrapper.write_text(text)
     env = {**os.environ, "CALDERA_X": "42", "SLURM_JOB_ID": "77", "TMPDIR": str(tmp_path)}
-    proc = subprocess.run(["sh", str(wrapper)], capture_output=True, text=True, env=env,
-                          cwd=tmp_path, check=False)
+    proc = subprocess.run(
+        ["sh", str(wrapper)], capture_output=True, text=True, env=env, cwd=tmp_path, check=False
+    )
     assert proc.returncode == 4, proc.stderr
     assert proc.stdout == "inside 42\n"
     calls = log.read_text().splitlines()

@@ -37,6 +37,7 @@ def state_event(job_id: int, row: JobStatus, prefix: str, now: float, run: int =
         backend_id=row.ref.text,
         message=text or row.state_desc,
         run=run,
+        started_at=row.start_time if row.start_time and row.state.is_active else None,
     )
 
 

@@ -35,5 +35,8 @@ trap cleanup EXIT
 
 step "pytest"
 # the same Hypothesis examples on every CI run (tests/conftest.py)
+# pytest is interrupted (SIGINT: it still prints its summary) 5 minutes before CI's 90-minute
+# limit, so a stall shows which tests ran instead of ending as a bare timeout.
+budget=$(( 5400 - 300 - ($(date +%s) - t0) ))
 CALDERA_HYPOTHESIS_PROFILE="${CALDERA_HYPOTHESIS_PROFILE:-ci}" \
-  python3 -m pytest -q -ra -p no:cacheprovider --durations=30 "$@"
+  timeout -s INT -k 120 "$budget" python3 -m pytest -q -ra -p no:cacheprovider --durations=30 "$@"

@@ -78,6 +78,8 @@ def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -
             changed = replace(changed, state=ev.state)
             if ev.state.is_active:
                 changed = replace(changed, start_time=ev.time, nodes=ev.nodes or job.nodes)
+        if ev.started_at is not None and changed.state.is_active:
+            changed = replace(changed, start_time=ev.started_at, nodes=ev.nodes or changed.nodes)
         if ev.reason is not None:
             changed = replace(changed, reason=ev.reason)
         return changed if changed != job else None

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.shared_data import CORPUS_DIR
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "sbatch-corpus"
+CORPUS = CORPUS_DIR
 PARTITIONS = [
     "normal",
     "development",

@@ -35,12 +35,13 @@ from gateway.topology.ibnetdiscover import read_ibnetdiscover, topology_from_fab
 from gateway.topology.k8s_labels import topology_from_labels
 from gateway.topology.slurm_conf import read_topology_conf
 from tests.support.k8s_env import K8sEnv, k8s_env
+from tests.support.shared_data import MICRO_TOPOLOGY
 
 pytestmark = pytest.mark.k8s
 __all__ = ["k8s_env"]
 
 ROOT = Path(__file__).resolve().parents[2]
-MICRO = ROOT.parent / "shared" / "data" / "slurm-sim-micro" / "topology.conf"
+MICRO = MICRO_TOPOLOGY
 FABRIC = ROOT / "tests" / "data" / "ibnetdiscover" / "fabric.txt"
 APIS_VERSION = "v1.13.0"
 CONTROLLER_TOOLS = "v0.16.5"

@@ -30,6 +30,7 @@ from gateway.topology.slurm_conf import (
     read_topology_conf,
     render_topology_conf,
 )
+from tests.support.shared_data import MICRO_TOPOLOGY
 from tests.support.slurm_stack import SlurmStack, slurm_cluster
 
 pytestmark = pytest.mark.slurm
@@ -37,7 +38,7 @@ __all__ = ["slurm_cluster"]
 
 ROOT = Path(__file__).resolve().parents[2]
 FABRIC = ROOT / "tests" / "data" / "ibnetdiscover" / "fabric.txt"
-MICRO = ROOT.parent / "shared" / "data" / "slurm-sim-micro" / "topology.conf"
+MICRO = MICRO_TOPOLOGY
 
 
 def fat_tree() -> Topology:

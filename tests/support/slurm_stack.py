@@ -34,6 +34,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.shared_data import CORPUS_DIR
+
 __all__ = [
     "CORPUS_DIR",
     "REAL_NODES",
@@ -62,10 +64,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TESTENV = REPO_ROOT / "testenv" / "slurm"
 DEFAULT_BASE = Path("/tmp/caldera-slurm")
 REAL_NODES: tuple[str, ...] = ("node01", "node02", "node03", "node04")
-CORPUS_DIR = (
-    Path(os.environ.get("CALDERA_SHARED_DATA", str(REPO_ROOT.parent / "shared" / "data")))
-    / "sbatch-corpus"
-)
 
 # Environment variables that change what sbatch/srun do; never leak them from the caller.
 _SCRUB_PREFIXES = ("SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "SQUEUE_", "SACCT_", "SINFO_", "PMIX_")

@@ -101,3 +101,31 @@ def test_events_for_finished_or_never_handed_jobs_change_nothing() -> None:
         is None
     )
     assert requeued(_running()).restart_count == 1
+
+
+def test_a_queueing_backends_own_start_time_replaces_the_hand_over_time() -> None:
+    handed = _running()  # Caldera handed it to Slurm at NOW - 60; Slurm held it until NOW
+    ev = BackendEvent(
+        job_id=7,
+        kind=EventKind.STARTED,
+        time=NOW,
+        state=JobState.RUNNING,
+        nodes=("n03",),
+        started_at=NOW,
+    )
+    out = after_event(handed, ev, requeue_default=False, now=NOW + 1)
+    assert out is not None
+    assert (out.state, out.start_time, out.nodes) == (JobState.RUNNING, NOW, ("n03",))
+    # the same report again changes nothing; a report without the backend's start (cluster
+    # unreachable) keeps it
+    assert after_event(out, ev, requeue_default=False, now=NOW + 2) is None
+    blind = BackendEvent(
+        job_id=7,
+        kind=EventKind.STARTED,
+        time=NOW + 30,
+        state=JobState.RUNNING,
+        reason=Reason.CLUSTER_UNREACHABLE,
+    )
+    later = after_event(out, blind, requeue_default=False, now=NOW + 30)
+    assert later is not None
+    assert (later.start_time, later.reason) == (NOW, Reason.CLUSTER_UNREACHABLE)

@@ -3,15 +3,12 @@ volcano.sh/apis v1.13.0 topology/v1alpha1)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from gateway.model.topology import Block, Switch, Topology
 from gateway.topology.hypernode import hypernode_name, to_hypernodes, validate_hypernode
 from gateway.topology.slurm_conf import read_topology_conf
+from tests.support.shared_data import MICRO_TOPOLOGY
 
-MICRO = (
-    Path(__file__).resolve().parents[3] / "shared" / "data" / "slurm-sim-micro" / "topology.conf"
-)
+MICRO = MICRO_TOPOLOGY
 
 
 def test_tree_becomes_tier1_node_members_and_tier2_hypernode_members() -> None:

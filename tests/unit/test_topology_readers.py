@@ -19,8 +19,9 @@ from gateway.topology.slurm_conf import (
     read_topology_conf,
     render_topology_conf,
 )
+from tests.support.shared_data import SHARED_DATA
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+SHARED = SHARED_DATA
 MICRO = SHARED / "slurm-sim-micro" / "topology.conf"
 FABRIC = Path(__file__).resolve().parents[1] / "data" / "ibnetdiscover" / "fabric.txt"
 

@@ -153,6 +153,11 @@ class GangObjects:
             self.client.delete_collection(PODS, self.namespace, sel)
             if gang.manifests.podgroup is not None:
                 self.client.delete(PODGROUPS, self.namespace, names.podgroup)
+            elif gang.manifests.volcano_job is not None:
+                # Volcano's controller made this one (`<job>-<uid>`, our labels copied); the
+                # garbage collector only sees it once it has discovered the CRD (up to 30 s)
+                for group in self._list_quiet(PODGROUPS, sel):
+                    self.client.delete(PODGROUPS, self.namespace, group["metadata"]["name"])
             self.client.delete(SERVICES, self.namespace, names.service)
             self.client.delete_collection(CONFIGMAPS, self.namespace, sel)
         except KubeError:

@@ -58,6 +58,7 @@ def finished_event(
         backend_id=row.ref.text,
         message=text or row.state_desc,
         run=run,
+        started_at=row.start_time or None,
     )
 
 

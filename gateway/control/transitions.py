@@ -62,7 +62,7 @@ def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -
             state=state,
             reason=ev.reason or Reason.NONE,
             end_time=ev.time,
-            start_time=job.start_time or ev.time,
+            start_time=ev.started_at or job.start_time or ev.time,
             exit_code=ev.exit_code,
             derived_exit_code=ev.derived_exit_code,
             nodes=ev.nodes or job.nodes,

@@ -79,7 +79,7 @@ class BackendEvent:
     message: str | None = None
     run: int = 0  # the job's restart count when this run started (older runs are ignored)
     # when the backend itself started the job (a queueing backend like Slurm starts it after
-    # Caldera handed it over): replaces the hand-over time as the job's start time
+    # Caldera handed it over, maybe between two polls): replaces the hand-over time
     started_at: float | None = None
 
 

@@ -129,3 +129,16 @@ def test_a_queueing_backends_own_start_time_replaces_the_hand_over_time() -> Non
     later = after_event(out, blind, requeue_default=False, now=NOW + 30)
     assert later is not None
     assert (later.start_time, later.reason) == (NOW, Reason.CLUSTER_UNREACHABLE)
+
+
+def test_a_job_that_started_and_ended_between_two_polls_keeps_the_backends_start() -> None:
+    ev = BackendEvent(
+        job_id=7,
+        kind=EventKind.FINISHED,
+        time=NOW + 5,
+        state=JobState.COMPLETED,
+        started_at=NOW,
+    )
+    out = after_event(_running(), ev, requeue_default=False, now=NOW + 6)
+    assert out is not None
+    assert (out.start_time, out.end_time) == (NOW, NOW + 5)

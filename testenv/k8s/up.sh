@@ -192,8 +192,11 @@ ADMIN_KC=$BASE/kubeconfig/admin.kubeconfig
 port_free_or_ours "$SCHED_PORT" kube-scheduler
 # No --authentication/authorization-kubeconfig: they only guard the components' own
 # metrics endpoints and make them poll a configmap that a token-only API server never writes.
+# KUBE_SCHEDULER_ARGS: extra flags (benchmarks give it the client rate Caldera gets:
+# --kube-api-qps/--kube-api-burst)
+# shellcheck disable=SC2086
 start_daemon kube-scheduler --kubeconfig="$ADMIN_KC" \
-  --bind-address=127.0.0.1 --secure-port="$SCHED_PORT" --leader-elect=false
+  --bind-address=127.0.0.1 --secure-port="$SCHED_PORT" --leader-elect=false ${KUBE_SCHEDULER_ARGS:-}
 port_free_or_ours "$KCM_PORT" kube-controller-manager
 start_daemon kube-controller-manager --kubeconfig="$ADMIN_KC" \
   --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --leader-elect=false \

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.compat.hostlist import HostlistError, ShowResult, _tokens, compress, show
+from gateway.compat.hostlist import HostlistError, ShowResult, compress, show
+from gateway.compat.hostlist.parser import _tokens
 
 pytestmark = pytest.mark.slurm
 

@@ -17,7 +17,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.compat import hostlist as hl
 from gateway.compat.errors import CompatError, Level, SpecError
 from gateway.compat.hostlist import (
     MAX_RANGE,
@@ -26,7 +25,11 @@ from gateway.compat.hostlist import (
     compress,
     compress_sorted,
     count,
+    cstring,
     expand,
+    parser,
+    rangelist,
+    ranges,
     show,
     uniq,
 )
@@ -376,12 +379,13 @@ def _sign(n: int) -> int:
 @settings(max_examples=1000, deadline=None)
 @given(st.one_of(NAME_BYTES, DIGITY_BYTES), st.one_of(NAME_BYTES, DIGITY_BYTES))
 def test_natural_key_is_strnatcmp(a: bytes, b: bytes) -> None:
-    slow = _sign(hl._strnatcmp_slow(a, b))
+    slow = _sign(cstring._strnatcmp_slow(a, b))
     key = _sign(
-        (hl._natural_key(a) > hl._natural_key(b)) - (hl._natural_key(a) < hl._natural_key(b))
+        (cstring._natural_key(a) > cstring._natural_key(b))
+        - (cstring._natural_key(a) < cstring._natural_key(b))
     )
     assert slow == key
-    assert _sign(hl._strnatcmp(a, b)) == slow
+    assert _sign(cstring._strnatcmp(a, b)) == slow
 
 
 def _next_tok_literal(s: bytes) -> list[bytes]:
@@ -420,12 +424,12 @@ def _next_tok_literal(s: bytes) -> list[bytes]:
 @settings(max_examples=1000, deadline=None)
 @given(st.text(alphabet="a1[], \t", max_size=20).map(str.encode))
 def test_tokens_are_next_tok(s: bytes) -> None:
-    assert list(hl._tokens(s)) == _next_tok_literal(s)
+    assert list(parser._tokens(s)) == _next_tok_literal(s)
 
 
-def _ranges(draw_list: list[tuple[str, int, int, int, bool]]) -> list[hl._Range]:
+def _ranges(draw_list: list[tuple[str, int, int, int, bool]]) -> list[ranges._Range]:
     return [
-        hl._Range(
+        ranges._Range(
             p.encode(), 0 if single else lo, 0 if single else lo + span, 0 if single else w, single
         )
         for p, lo, span, w, single in draw_list
@@ -444,8 +448,8 @@ RANGE_SPECS = st.lists(
 )
 
 
-def _state(ranges: list[hl._Range]) -> list[tuple[bytes, int, int, int, bool]]:
-    return [(r.prefix, r.lo, r.hi, r.width, r.single) for r in ranges]
+def _state(items: list[ranges._Range]) -> list[tuple[bytes, int, int, int, bool]]:
+    return [(r.prefix, r.lo, r.hi, r.width, r.single) for r in items]
 
 
 @settings(max_examples=500, deadline=None)
@@ -456,18 +460,18 @@ def test_fast_sort_is_glibc_msort(
     if uniform:  # one width per prefix: the case the fast path takes
         widths: dict[str, int] = {}
         specs = [(p, lo, s, widths.setdefault(p, w), single) for p, lo, s, w, single in specs]
-    fast = hl._sorted_plainly(_ranges(specs))
-    slow = hl._msort(_ranges(specs))
+    fast = ranges._sorted_plainly(_ranges(specs))
+    slow = ranges._msort(_ranges(specs))
     if fast is not None:
         assert _state(fast) == _state(slow)
 
 
-def _coalesce_literal(ranges: list[hl._Range]) -> list[hl._Range]:
+def _coalesce_literal(items: list[ranges._Range]) -> list[ranges._Range]:
     """`hostlist_coalesce` + `hostlist_collapse` as Slurm writes them, one insert at a time."""
-    hr = ranges
+    hr = items
     i = len(hr) - 1
     while i > 0:
-        new = hl._intersect(hr[i - 1], hr[i])
+        new = rangelist._intersect(hr[i - 1], hr[i])
         if new is not None:
             hprev, hnext = hr[i - 1], hr[i]
             j = i
@@ -479,7 +483,7 @@ def _coalesce_literal(ranges: list[hl._Range]) -> list[hl._Range]:
             if freed:
                 del hr[i]
             while new.lo <= new.hi:
-                one = hl._Range(new.prefix, new.lo, new.lo, new.width, False)
+                one = ranges._Range(new.prefix, new.lo, new.lo, new.width, False)
                 if new.lo > hprev.hi:
                     hr.insert(j, one.copy())
                     j += 1
@@ -494,8 +498,8 @@ def _coalesce_literal(ranges: list[hl._Range]) -> list[hl._Range]:
         hprev, hnext = hr[i - 1], hr[i]
         if (
             hprev.hi == hnext.lo - 1
-            and hl._prefix_cmp(hprev, hnext) == 0
-            and hl._width_combine(hprev, hnext)
+            and ranges._prefix_cmp(hprev, hnext) == 0
+            and ranges._width_combine(hprev, hnext)
         ):
             hprev.hi = hnext.hi
             del hr[i]
@@ -506,9 +510,9 @@ def _coalesce_literal(ranges: list[hl._Range]) -> list[hl._Range]:
 @settings(max_examples=500, deadline=None)
 @given(RANGE_SPECS)
 def test_fast_coalesce_is_literal(specs: list[tuple[str, int, int, int, bool]]) -> None:
-    literal = _coalesce_literal(hl._msort(_ranges(specs)))
-    ours = hl._Hostlist()
-    ours.ranges = hl._msort(_ranges(specs))
+    literal = _coalesce_literal(ranges._msort(_ranges(specs)))
+    ours = rangelist._Hostlist()
+    ours.ranges = ranges._msort(_ranges(specs))
     if len(ours.ranges) > 1:
         ours._coalesce()
         ours._collapse()

@@ -179,6 +179,17 @@ class LocalBackend:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(info.pid, 15)
 
+    def update_time_limit(self, job: Job, minutes: int) -> None:
+        """scontrol update TimeLimit= of a running job: its supervisor moves the deadline
+        (counted from the start, as Slurm counts it). A job not started yet needs nothing:
+        it starts with the gateway's record."""
+        jobdir = self.job_dir(job.job_id, job.restart_count)
+        if not (jobdir / "spawned").exists() or (jobdir / "result.json").exists():
+            return
+        limit_s = None if minutes in (0, INFINITE) else minutes * 60 * self.time_scale
+        request = {"action": "time_limit", "seconds": limit_s}
+        write_json(jobdir / "ctl" / f"{time.time_ns()}.json", request, mode=0o600)
+
     def poll(self) -> list[BackendEvent]:
         events: list[BackendEvent] = []
         for (job_id, run), tracked in list(self._tracked.items()):

@@ -64,6 +64,10 @@ class Supervisor:
         self.timed_out = False
         self.oom = False
         self.kill_at: float | None = None
+        self.started = 0.0
+        self.deadline: float | None = None  # the time limit, as a clock time
+        self.signal_at: float | None = None  # --signal, ahead of the deadline (sent once)
+        self.signal_sent = False
         self.max_rss_kb = 0
         self.io: OpenedIO | None = None
 
@@ -125,6 +129,9 @@ class Supervisor:
             action = req.get("action")
             if action == "cancel":
                 self.cancel_requested = True
+            elif action == "time_limit":  # scontrol update TimeLimit= of the running job
+                seconds = req.get("seconds")
+                self._set_limit(None if seconds is None else float(seconds))
             elif action == "signal":
                 sig = int(req.get("signal", 0))
                 if sig <= 0:
@@ -190,12 +197,18 @@ class Supervisor:
         self._conclude(status, start, runner)
         return 0
 
+    def _set_limit(self, limit_s: float | None) -> None:
+        """The deadline (and the --signal time before it) for a limit counted from the start;
+        a limit already passed ends the job at the next check, as Slurm does."""
+        self.deadline = self.started + limit_s if limit_s is not None else None
+        self.signal_at = None
+        if self.plan.signal is not None and self.deadline is not None and not self.signal_sent:
+            self.signal_at = self.deadline - self.plan.signal[1]
+
     def _loop(self, runner: BatchRunner, start: float) -> int:
         plan = self.plan
-        deadline = start + plan.time_limit_s if plan.time_limit_s is not None else None
-        signal_at: float | None = None
-        if plan.signal is not None and deadline is not None:
-            signal_at = deadline - plan.signal[1]
+        self.started = start
+        self._set_limit(plan.time_limit_s)
         next_memory = start
         while True:
             status = runner.poll()
@@ -203,13 +216,15 @@ class Supervisor:
                 return status
             now = time.time()
             self._serve(runner, now)
-            if signal_at is not None and now >= signal_at and plan.signal is not None:
+            if self.signal_at is not None and now >= self.signal_at and plan.signal is not None:
                 sig, _, batch_only = plan.signal
                 if batch_only:
                     runner.signal_batch(sig)
                 else:
                     self._signal_steps(sig)
-                signal_at = None
+                self.signal_at = None
+                self.signal_sent = True
+            deadline = self.deadline
             if deadline is not None and now >= deadline and not (self.timed_out or self.cancelled):
                 self.timed_out = True
                 self._say(

@@ -106,6 +106,11 @@ def _int(value: Any, default: int = 0) -> int:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
 
 
+def _opt_int(value: Any) -> int | None:
+    """An integer as printed, None for null (or anything else)."""
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _time(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and value not in (0, INFINITE) else None
 
@@ -289,6 +294,14 @@ def _squeue_job(j: Doc) -> tuple[Job, JobExtras]:
         array_task_str=str(j.get("array_task_string") or "") if task_id is None else None,
         array_max_tasks=throttle,
         job_flags=tuple(str(f) for f in j.get("flags") or ()),
+        # 22.05 names the minimum `cpu_frequency_minumum` when it is set
+        cpu_freq=(
+            _opt_int(j.get("cpu_frequency_minumum", j.get("cpu_frequency_minimum"))),
+            _opt_int(j.get("cpu_frequency_maximum")),
+            _opt_int(j.get("cpu_frequency_governor")),
+        ),
+        delay_boot=_int(j.get("delay_boot")),
+        profile=tuple(str(p) for p in j["profile"]) if isinstance(j.get("profile"), list) else None,
         billable_tres=float(j["billable_tres"])
         if isinstance(j.get("billable_tres"), int | float)
         else None,

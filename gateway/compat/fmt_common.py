@@ -73,6 +73,10 @@ class JobExtras:
     assoc_id: int | None = None
     het_job_id: int = 0  # heterogeneous job: the leader's id (squeue `1682+1`)
     het_job_offset: int = 0
+    # --cpu-freq as slurmctld encodes it: (min, max, governor), None where unset
+    cpu_freq: tuple[int | None, int | None, int | None] = (None, None, None)
+    delay_boot: int = 0  # --delay-boot, seconds
+    profile: tuple[str, ...] | None = None  # --profile as slurmctld lists it (["Task"])
     het_job_id_set: str | None = None
     sched_nodes: str | None = None  # squeue %Y / --start SCHEDNODES
     job_flags: tuple[str, ...] | None = None  # slurmctld bitflags (JOB_MEM_SET, ...)

@@ -10,6 +10,7 @@ rest from the job record, `JobValues` and the extras a backend reported.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 from gateway.compat.duration import INFINITE, NO_VAL, mins_to_str, secs_to_str
 from gateway.compat.filename import NO_TASK
@@ -30,6 +31,27 @@ from gateway.model.state import JobState
 __all__ = ["show_job", "show_jobs", "show_node", "show_nodes", "show_partition", "show_partitions"]
 
 _NULL = "(null)"
+
+
+# slurm.h: frequency names and governors, flagged by the top bit (cpu_freq_to_string)
+_CPU_FREQ_NAMES: Final = {
+    0x80000001: "Low",
+    0x80000002: "Medium",
+    0x80000004: "Highm1",
+    0x80000003: "High",
+    0x88000000: "Conservative",
+    0x82000000: "Performance",
+    0x81000000: "PowerSave",
+    0x80800000: "UserSpace",
+    0x84000000: "OnDemand",
+}
+
+
+def _cpu_freq(value: int) -> str:
+    """`cpu_freq_to_string`: a name, "Unknown" for other flagged values, kHz as a number."""
+    if value in _CPU_FREQ_NAMES:
+        return _CPU_FREQ_NAMES[value]
+    return "Unknown" if value & 0x80000000 else str(value)
 
 
 def _end(lines: list[str], one_liner: bool) -> str:
@@ -152,7 +174,7 @@ def show_job(
         f"MinTmpDiskNode={v.tmp_disk_str}"
     )
     del mb
-    lines.append(f"Features={req['Features']} DelayBoot=00:00:00")
+    lines.append(f"Features={req['Features']} DelayBoot={secs_to_str(ex.delay_boot)}")
     if spec.reservation:
         lines.append(f"Reservation={spec.reservation}")
     lines.append(
@@ -171,6 +193,13 @@ def show_job(
         tail.append(f"Switches={req['Switches']}")
     if spec.burst:
         tail.append(f"BurstBuffer={spec.burst}")
+    if any(f is not None for f in ex.cpu_freq):  # the parts that are set, as Slurm spaces them
+        low, high, gov = ex.cpu_freq
+        tail.append(
+            (f"CPU_min_freq={_cpu_freq(low)} " if low is not None else "")
+            + (f"CPU_max_freq={_cpu_freq(high)} " if high is not None else "")
+            + (f"Governor={_cpu_freq(gov)}" if gov is not None else "")
+        )
     tail.append("Power=")
     if spec.kill_on_invalid_dep is not None:
         tail.append(f"KillOInInvalidDependent={'Yes' if spec.kill_on_invalid_dep else 'No'}")

@@ -119,6 +119,7 @@ def _job(v: JobValues) -> dict[str, JsonValue]:
     job, spec, ex = v.job, v.job.spec, v.extras
     mb, per_cpu = v.memory
     task_str = v.array_task_str
+    freq_min, freq_max, freq_gov = ex.cpu_freq
     d: dict[str, JsonValue] = {
         "account": job.account,
         "accrue_time": _t(ex.accrue_time),
@@ -144,13 +145,15 @@ def _job(v: JobValues) -> dict[str, JsonValue]:
         "thread_spec": None,
         "cores_per_socket": spec.cores_per_socket,
         "billable_tres": _billing(v),
-        "cpus_per_task": None,  # 22.05 tests cpu_freq_min here and always prints null
-        "cpu_frequency_minimum": None,
-        "cpu_frequency_maximum": None,
-        "cpu_frequency_governor": None,
+        # 22.05 tests cpu_freq_min (not cpus_per_task) before printing cpus_per_task, and
+        # misspells the minimum's name when it prints a value
+        "cpus_per_task": (ex.cpus_per_task or 1) if freq_min is not None else None,
+        "cpu_frequency_minumum" if freq_min is not None else "cpu_frequency_minimum": freq_min,
+        "cpu_frequency_maximum": freq_max,
+        "cpu_frequency_governor": freq_gov,
         "cpus_per_tres": _s(v.extras.cpus_per_tres or _per_gpu(spec.cpus_per_gpu)),
         "deadline": spec.deadline or 0,
-        "delay_boot": 0,
+        "delay_boot": ex.delay_boot,
         "dependency": _s(v.dependency),
         "derived_exit_code": job.derived_exit_code,
         "eligible_time": _t(job.eligible_time),
@@ -199,7 +202,7 @@ def _job(v: JobValues) -> dict[str, JsonValue]:
             "preempt_time": 0,
             "pre_sus_time": ex.pre_sus_time,
             "priority": job.priority,
-            "profile": None,
+            "profile": list(ex.profile) if ex.profile is not None else None,
             "qos": job.qos,
             "reboot": False,
             "required_nodes": _s(spec.nodelist),

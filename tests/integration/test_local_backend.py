@@ -387,3 +387,26 @@ def test_reconcile_reports_jobs_it_never_ran_as_lost(local_env: Env) -> None:
 def test_wait_status_helpers_match_slurms_records() -> None:
     assert exit_code_pair(wait_status(exit_code=3)) == (3, 0)
     assert exit_code_pair(253) == (0, 125)
+
+
+def test_a_time_limit_updated_while_the_job_runs_moves_its_deadline(local_env: Env) -> None:
+    backend = local_env.backend(kill_wait=1.0)
+    # -t 1 is 1 s with time_scale 1/60; raised to 4 (4 s) once the job is running
+    launch = make_launch(local_env, "#!/bin/bash\nsleep 2.5\necho done\n", ["-t", "1"])
+    t0 = time.time()
+    backend.submit(launch)
+    spawned = backend.job_dir(launch.job.job_id) / "spawned"
+    wait_until(spawned.exists)
+    backend.update_time_limit(launch.job, 4)
+    event = finish(backend, launch)  # submit is idempotent: this only waits
+    assert (event.state, event.exit_code) == (JobState.COMPLETED, 0)
+    assert out_of(local_env, launch.job.job_id) == "done\n"
+    assert event.time - t0 > 2.0
+    # lowered below what has already run: the job ends at the supervisor's next check
+    short = make_launch(local_env, "#!/bin/bash\nsleep 30\n", ["-t", "10"])
+    backend.submit(short)
+    time.sleep(1.5)
+    backend.update_time_limit(short.job, 1)
+    ended = finish(backend, short)
+    assert (ended.state, ended.reason) == (JobState.TIMEOUT, Reason.TIME_LIMIT)
+    assert ended.time - short.job.submit_time < 6

@@ -423,6 +423,14 @@ class Gateway:
         self._backoff.pop(decision.cluster, None)
         current = self.jobs.get(running.job_id, running)
         await self._commit([replace(current, backend_id=backend_id)], "backend-id")
+        update = getattr(backend, "update_time_limit", None)
+        if current.time_limit != running.time_limit and callable(update):
+            # `scontrol update TimeLimit=` came while the launch was in flight (without a
+            # backend id there was nothing to forward it to): the running job gets it now
+            try:
+                await asyncio.to_thread(update, current, current.time_limit)
+            except Exception as exc:  # noqa: BLE001 - the job keeps running on the old limit
+                log.warning("time limit of job %s not updated: %s", current.job_id, exc)
 
     async def _launch_failed(self, running: Job, exc: Exception) -> None:
         """The backend refused the job: it ends FAILED (JobLaunchFailure) with the reason."""

@@ -188,6 +188,19 @@ def test_scontrol_update_changes_a_pending_jobs_limits(gateway: Gateway):
     gateway.ok(["scancel", str(job)])
 
 
+def test_scontrol_update_time_limit_reaches_a_running_job(gateway: Gateway):
+    # time_scale: a minute lasts a second here; -t 1 would end `sleep 3` with TIMEOUT
+    job = gateway.sbatch("-t", "1", "--wrap", "sleep 3; echo finished")
+    deadline = time.monotonic() + 30
+    while gateway.job(job)["state"] != "RUNNING":
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.05)
+    gateway.ok(["scontrol", "update", f"JobId={job}", "TimeLimit=10"])  # root may raise it
+    final = gateway.wait(job)
+    assert final["state"] == "COMPLETED"
+    assert (gateway.workdir / f"slurm-{job}.out").read_text() == "finished\n"
+
+
 def test_users_act_only_on_their_own_jobs(gateway: Gateway):
     job = gateway.sbatch("--wrap", "sleep 30", user="tester", cwd=Path("/tmp"))
     assert gateway.job(job)["uid"] == 1001

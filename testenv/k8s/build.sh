@@ -40,8 +40,9 @@ build_one() { # build_one NAME -> builds $dir/bin/NAME
       (cd "$K8S_TESTENV_DIR/kube" &&
         "$GO" build -trimpath -tags providerless -ldflags "$ldflags_k8s" -o "$tmp" "./cmd/$name") ;;
     vc-*)
-      (cd "$K8S_TESTENV_DIR/volcano" &&
-        "$GO" build -trimpath -ldflags "$ldflags_vc" -o "$tmp" "./cmd/$name") ;;
+      local stage
+      stage=$(stage_volcano)
+      (cd "$stage" && "$GO" build -trimpath -ldflags "$ldflags_vc" -o "$tmp" "./cmd/$name") ;;
     kwok)
       # KWOK's go.mod has no replace directives, so plain `go install` works.
       local gobin
@@ -55,12 +56,36 @@ build_one() { # build_one NAME -> builds $dir/bin/NAME
   mv "$tmp" "$dir/bin/$name"
 }
 
+# volcano.sh/volcano as the Go module proxy serves it (the module cache's read-only copy).
+volcano_src() {
+  (cd "$K8S_TESTENV_DIR/volcano" && "$GO" mod download -json "volcano.sh/volcano@$VOLCANO_VERSION" |
+    sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
+}
+
+# Volcano's commands are `package main` inside volcano.sh/volcano, which `go install` cannot
+# build (its go.mod has replace directives). Their main.go files are taken from the module
+# at build time into a staging copy of testenv/k8s/volcano (go.mod, go.sum), never into the
+# repository. Prints the staging module's directory.
+stage_volcano() {
+  local stage="$dir/volcano-build" src
+  if [ ! -f "$stage/.complete" ]; then
+    src=$(volcano_src)
+    [ -f "$src/cmd/scheduler/main.go" ] || die "volcano.sh/volcano@$VOLCANO_VERSION source not found ($src)"
+    rm -rf "$stage" && mkdir -p "$stage/cmd/vc-scheduler" "$stage/cmd/vc-controller-manager"
+    cp "$K8S_TESTENV_DIR/volcano/go.mod" "$K8S_TESTENV_DIR/volcano/go.sum" "$stage/"
+    cp "$src/cmd/scheduler/main.go" "$stage/cmd/vc-scheduler/main.go"
+    cp "$src/cmd/controller-manager/main.go" "$stage/cmd/vc-controller-manager/main.go"
+    chmod -R u+w "$stage"
+    touch "$stage/.complete"
+  fi
+  echo "$stage"
+}
+
 # Volcano's CRDs and its chart's scheduler configuration come from its module source.
 fetch_volcano_files() {
   [ -f "$dir/volcano/.complete" ] && return 0
   local src
-  src=$(cd "$K8S_TESTENV_DIR/volcano" && "$GO" mod download -json "volcano.sh/volcano@$VOLCANO_VERSION" |
-    sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
+  src=$(volcano_src)
   [ -d "$src/config/crd" ] || die "volcano.sh/volcano@$VOLCANO_VERSION source not found ($src)"
   rm -rf "$dir/volcano" && mkdir -p "$dir/volcano/crds"
   cp "$src"/config/crd/volcano/bases/*.yaml "$src"/config/crd/jobflow/bases/*.yaml "$dir/volcano/crds/"

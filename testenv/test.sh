@@ -23,6 +23,9 @@ bash testenv/k8s/build.sh
 
 step "Real Slurm cluster"
 bash testenv/slurm/up.sh
+# a fresh Podman service every run: one left behind by an interrupted run can answer pings
+# and still fail to start containers ("write child: broken pipe")
+if [ -x testenv/containers/down.sh ]; then bash testenv/containers/down.sh >/dev/null 2>&1 || true; fi
 if [ -x testenv/containers/up.sh ]; then bash testenv/containers/up.sh; fi
 
 cleanup() {

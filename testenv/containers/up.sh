@@ -18,8 +18,10 @@ if ! ping_socket; then
         sleep 0.5
     fi
     rm -f "$SOCK"
-    setsid podman system service --time=0 "unix://$SOCK" \
-        </dev/null >>"$BASE/log/podman.log" 2>&1 9>&- &
+    # from its own directory: conmon writes an `oom` marker into its working directory when
+    # the kernel kills a container, which must not land in the caller's checkout
+    (cd "$BASE" && exec setsid podman system service --time=0 "unix://$SOCK" \
+        </dev/null >>"$BASE/log/podman.log" 2>&1 9>&-) &
     echo $! >"$BASE/podman.pid"
     for _ in $(seq 1 100); do
         ping_socket && break

@@ -261,17 +261,20 @@ def test_signal_and_requeue_a_running_job(backend: SlurmBackend, workdir: Path) 
         assert time.monotonic() < deadline, out.read_text()
         time.sleep(0.1)
     backend.requeue(job.job)
+    # Slurm delays a requeued job's start: pending with BeginTime (a poll may first catch it
+    # pending with no reason yet, before slurmctld's next pass sets one)
     again = log.wait(
         lambda e: (
             e.job_id == jid
             and e.kind is EventKind.STARTED
             and e.state is JobState.PENDING
+            and e.reason is Reason.BEGIN_TIME
             and log.of(jid).index(e) > 1
         ),
         30,
-        "requeued",
+        "requeued and held back by BeginTime",
     )
-    assert again.reason is Reason.BEGIN_TIME  # Slurm delays a requeued job's start
+    assert again.backend_id == log.of(jid)[0].backend_id  # the same Slurm job, requeued
     assert "DUE TO JOB REQUEUE" in out.read_text()
     backend.cancel(job.job)
     assert log.finished(jid, 60).state is JobState.CANCELLED

@@ -156,8 +156,7 @@ class GangObjects:
             elif gang.manifests.volcano_job is not None:
                 # Volcano's controller made this one (`<job>-<uid>`, our labels copied); the
                 # garbage collector only sees it once it has discovered the CRD (up to 30 s)
-                for group in self._list_quiet(PODGROUPS, sel):
-                    self.client.delete(PODGROUPS, self.namespace, group["metadata"]["name"])
+                self._delete_found(PODGROUPS, sel)
             self.client.delete(SERVICES, self.namespace, names.service)
             self.client.delete_collection(CONFIGMAPS, self.namespace, sel)
         except KubeError:
@@ -168,16 +167,18 @@ class GangObjects:
         """Delete a job's objects found by label (a job this backend does not track)."""
         sel = self.job_selector(job_id, attempt)
         try:
-            for vcjob in self._list_quiet(VCJOBS, sel):
-                self.client.delete(VCJOBS, self.namespace, vcjob["metadata"]["name"])
+            self._delete_found(VCJOBS, sel)
             self.client.delete_collection(PODS, self.namespace, sel)
-            for group in self._list_quiet(PODGROUPS, sel):
-                self.client.delete(PODGROUPS, self.namespace, group["metadata"]["name"])
-            for svc in self._list_quiet(SERVICES, sel):
-                self.client.delete(SERVICES, self.namespace, svc["metadata"]["name"])
+            self._delete_found(PODGROUPS, sel)
+            self._delete_found(SERVICES, sel)
             self.client.delete_collection(CONFIGMAPS, self.namespace, sel)
         except KubeError as exc:
             log.warning("deleting objects of job %s: %s", job_id, exc)
+
+    def _delete_found(self, resource: Resource, sel: str) -> None:
+        """Delete one by one what the selector finds (kinds without delete-collection here)."""
+        for obj in self._list_quiet(resource, sel):
+            self.client.delete(resource, self.namespace, obj["metadata"]["name"])
 
     def _list_quiet(self, resource: Resource, sel: str) -> list[Obj]:
         try:

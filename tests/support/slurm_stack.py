@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.shared_data import CORPUS_DIR
+from tests.support.shared_data import CORPUS_DIR, REPO_ROOT
 
 __all__ = [
     "CORPUS_DIR",
@@ -60,7 +60,6 @@ __all__ = [
     "wait_job",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 TESTENV = REPO_ROOT / "testenv" / "slurm"
 DEFAULT_BASE = Path("/tmp/caldera-slurm")
 REAL_NODES: tuple[str, ...] = ("node01", "node02", "node03", "node04")

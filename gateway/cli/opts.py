@@ -1,25 +1,40 @@
-"""Command-line options of squeue, scancel, sinfo, sacct and scontrol, read with getopt_long
-rules (permuted operands, unique-prefix long options, `--opt=v`/`--opt v`, clustered short
-options) from one table per command, as Slurm declares them.
+"""Command-line options of squeue, scancel, sinfo, sacct and scontrol: one table per command,
+as Slurm declares it, read by the one getopt_long of `gateway.compat.getopt` (permuted
+operands, unique-prefix long options, optional arguments only when attached).
+
+Slurm handles each option as getopt returns it: `--help`/`--usage`/`--version` exit at once,
+some values are checked in the handler (so before a later bad option is seen), and the first
+bad option exits with glibc's line and the command's `Try "... --help"`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gateway.compat.getopt import CmdSpec, scan
+from gateway.compat.optypes import Arg
+
 __all__ = ["CmdOption", "CmdUsageError", "ParsedCmd", "parse_command"]
+
+_ARGS = (Arg.NONE, Arg.REQUIRED, Arg.OPTIONAL)
+_EXITS = frozenset({"help", "usage", "version"})
 
 
 @dataclass(frozen=True, slots=True)
 class CmdOption:
     """One option: names, whether it takes an argument (0 no, 1 required, 2 optional)."""
 
-    long: str
+    long: str | None
     short: str | None
     arg: int
     dest: str
     repeat: bool = False  # collect every value in a list
+
+    @property
+    def spec(self) -> CmdSpec:
+        """The getopt entry (getopt's val is the destination)."""
+        return CmdSpec(self.long, self.short, _ARGS[self.arg], self.dest)
 
 
 class CmdUsageError(Exception):
@@ -32,10 +47,11 @@ class CmdUsageError(Exception):
 
 @dataclass
 class ParsedCmd:
-    """Option values by dest and the operands."""
+    """Option values by dest, the operands, and the option that exits at once, if any."""
 
     values: dict[str, object] = field(default_factory=dict)
     operands: list[str] = field(default_factory=list)
+    exit_option: str | None = None
 
     def get(self, dest: str, default: object = None) -> object:
         """A value, or the default."""
@@ -51,98 +67,50 @@ class ParsedCmd:
         return v if isinstance(v, str) else None
 
 
-def _resolve(name: str, table: Sequence[CmdOption], prog: str, word: str) -> CmdOption:
-    exact = [o for o in table if o.long == name]
-    if exact:
-        return exact[0]
-    found = [o for o in table if o.long.startswith(name)]
-    if not found:
-        raise CmdUsageError(
-            f"{prog}: unrecognized option '{word}'", f'Try "{prog} --help" for more information'
-        )
-    if len({(o.dest, o.arg) for o in found}) > 1:
-        names = "".join(f" '--{o.long}'" for o in found)
-        raise CmdUsageError(
-            f"{prog}: option '{word}' is ambiguous; possibilities:{names}",
-            f'Try "{prog} --help" for more information',
-        )
-    return found[0]
-
-
 def _store(parsed: ParsedCmd, opt: CmdOption, value: str | None) -> None:
-    stored: object = True if value is None and opt.arg == 0 else value
+    stored: object = True if value is None and opt.arg != 1 else value
     if opt.repeat:
         current = parsed.values.setdefault(opt.dest, [])
         assert isinstance(current, list)
         current.append(stored)
-    elif opt.arg == 0 and isinstance(parsed.values.get(opt.dest), int) and opt.dest == "verbose":
-        parsed.values[opt.dest] = int(parsed.values[opt.dest]) + 1  # type: ignore[call-overload]
+    elif value is None and opt.arg == 2:
+        parsed.values.setdefault(opt.dest, True)  # `-j` alone keeps an earlier `-jLIST`
+    elif opt.dest == "verbose":
+        previous = parsed.values.get("verbose", 0)
+        parsed.values["verbose"] = (previous if isinstance(previous, int) else 0) + 1
     else:
         parsed.values[opt.dest] = stored
 
 
 def parse_command(
-    argv: Sequence[str], table: Sequence[CmdOption], prog: str, permute: bool = True
+    argv: Sequence[str],
+    table: Sequence[CmdOption],
+    prog: str,
+    *,
+    check: Mapping[str, Callable[[str | None], object]] | None = None,
+    try_help: bool = True,
+    exits: frozenset[str] = _EXITS,
 ) -> ParsedCmd:
-    """Parse argv[1:] against a command's table."""
-    parsed = ParsedCmd()
-    shorts = {o.short: o for o in table if o.short}
-    i = 1
-    while i < len(argv):
-        word = argv[i]
-        if word == "--":
-            parsed.operands.extend(argv[i + 1 :])
-            break
-        if not word.startswith("-") or word == "-":
-            parsed.operands.append(word)
-            if not permute:
-                parsed.operands.extend(argv[i + 1 :])
-                break
-            i += 1
-            continue
-        i += 1
-        if word.startswith("--"):
-            name, eq, value = word[2:].partition("=")
-            opt = _resolve(name, table, prog, word.split("=", 1)[0])
-            if opt.arg == 0 and eq:
-                raise CmdUsageError(
-                    f"{prog}: option '--{opt.long}' doesn't allow an argument",
-                    f'Try "{prog} --help" for more information',
-                )
-            if opt.arg == 1 and not eq:
-                if i >= len(argv):
-                    raise CmdUsageError(
-                        f"{prog}: option '--{opt.long}' requires an argument",
-                        f'Try "{prog} --help" for more information',
-                    )
-                value, i = argv[i], i + 1
-            _store(parsed, opt, value if (eq or opt.arg == 1) else None)
-            continue
-        j = 1
-        while j < len(word):
-            ch = word[j]
-            j += 1
-            opt_or_none = shorts.get(ch)
-            if opt_or_none is None:
-                raise CmdUsageError(
-                    f"{prog}: invalid option -- '{ch}'", f'Try "{prog} --help" for more information'
-                )
-            opt = opt_or_none
-            if opt.arg == 0:
-                _store(parsed, opt, None)
-                continue
-            rest = word[j:]
-            if rest:
-                _store(parsed, opt, rest)
-            elif opt.arg == 2:
-                _store(parsed, opt, None)
-            elif i < len(argv):
-                _store(parsed, opt, argv[i])
-                i += 1
-            else:
-                raise CmdUsageError(
-                    f"{prog}: option requires an argument -- '{ch}'",
-                    f'Try "{prog} --help" for more information',
-                )
-            break
+    """Parse argv[1:] against a command's table, handling options in order as Slurm does.
+
+    `check` runs a handler's validation when its option is seen (it raises CmdUsageError).
+    Stops at the first option of `exits` (recorded in `exit_option`): the options whose
+    handler prints and exits.
+    """
+    by_spec = {o.spec: o for o in table}
+    scanned = scan(argv, list(by_spec))
+    parsed = ParsedCmd(operands=scanned.operands)
+    for spec, value in scanned.items:
+        opt = by_spec[spec]
+        _store(parsed, opt, value)
+        if opt.dest in exits:
+            parsed.exit_option = opt.dest
+            return parsed
+        if check and opt.dest in check:
+            check[opt.dest](value)
+    if scanned.error is not None:
+        lines = [f"{prog}: {scanned.error.text}"]
+        if try_help:
+            lines.append(f'Try "{prog} --help" for more information')
+        raise CmdUsageError(*lines)
     return parsed

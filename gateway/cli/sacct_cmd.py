@@ -61,10 +61,11 @@ OPTIONS = (
     CmdOption("parsable2", "P", 0, "parsable2"),
     CmdOption("qos", "q", 1, "qos"),
     CmdOption("partition", "r", 1, "partition"),
-    CmdOption("reason", "R", 1, "reason"),
+    CmdOption("reason", None, 1, "reason"),
     CmdOption("state", "s", 1, "state"),
     CmdOption("starttime", "S", 1, "starttime"),
     CmdOption("truncate", "T", 0, "truncate"),
+    CmdOption(None, "t", 0, "t"),  # in the optstring, without a handler
     CmdOption("uid", None, 1, "users"),
     CmdOption("use-local-uid", None, 0, "use_local_uid"),
     CmdOption("usage", "U", 0, "usage"),
@@ -110,11 +111,18 @@ def _job_ids(opts: ParsedCmd) -> list[int]:
     raw = opts.get("jobs") or []
     assert isinstance(raw, list)
     for text in raw:
-        for word in (w for w in str(text).split(",") if w):
-            head = word.split(".")[0].split("_")[0]
-            if not head.isdigit():
-                raise CmdUsageError(f"{_PROG}: fatal: Bad job/step specified: {word}")
-            out.append(int(head))
+        out.extend(_check_jobs(str(text)))
+    return out
+
+
+def _check_jobs(text: str | None) -> list[int]:
+    """sacct's -j handler: every id of the list must be JOB[_TASK][.STEP]."""
+    out = []
+    for word in (w for w in (text or "").split(",") if w):
+        head = word.split(".")[0].split("_")[0]
+        if not head.isdigit():
+            raise CmdUsageError(f"{_PROG}: fatal: Bad job/step specified: {word}")
+        out.append(int(head))
     return out
 
 
@@ -167,17 +175,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = [_PROG, *(sys.argv[1:] if argv is None else argv)]
     now = time.time()
     try:
-        opts = parse_command(args, OPTIONS, _PROG)
-        if opts.flag("help") or opts.flag("usage"):
-            sys.stdout.write("Usage: sacct [OPTIONS]\n")
-            return 0
-        if opts.flag("version"):
+        opts = parse_command(
+            args,
+            OPTIONS,
+            _PROG,
+            check={"jobs": _check_jobs},
+            try_help=False,
+            exits=frozenset({"version"}),
+        )
+        if opts.exit_option == "version":
             sys.stdout.write(f"slurm {SLURM_COMPAT_VERSION}\n")
+            return 0
+        if opts.flag("help") or opts.flag("usage") or opts.flag("helpformat"):
+            sys.stdout.write("Usage: sacct [OPTIONS]\n")
             return 0
         if opts.flag("long") and opts.text("format"):
             raise CmdUsageError(
                 f"{_PROG}: fatal: Options -o(--format) and -l(--long) are mutually exclusive. "
                 "Please remove one and retry."
+            )
+        if opts.operands:  # sacct takes no operands: each is named on a line of its own
+            raise CmdUsageError(
+                f"{_PROG}: error: Unknown arguments:",
+                *(f"{_PROG}: error:  {word}" for word in opts.operands),
             )
         query = _query(opts, now)
     except CmdUsageError as exc:

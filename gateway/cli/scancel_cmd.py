@@ -23,6 +23,7 @@ OPTIONS = (
     CmdOption("hurry", "H", 0, "hurry"),
     CmdOption("interactive", "i", 0, "interactive"),
     CmdOption("cluster", None, 1, "clusters"),
+    CmdOption("ctld", None, 0, "ctld"),
     CmdOption("clusters", "M", 1, "clusters"),
     CmdOption("jobname", None, 1, "name"),
     CmdOption("me", None, 0, "me"),
@@ -32,6 +33,7 @@ OPTIONS = (
     CmdOption("qos", "q", 1, "qos"),
     CmdOption("quiet", "Q", 0, "quiet"),
     CmdOption("reservation", "R", 1, "reservation"),
+    CmdOption("sibling", None, 1, "sibling"),
     CmdOption("signal", "s", 1, "signal"),
     CmdOption("state", "t", 1, "state"),
     CmdOption("usage", None, 0, "usage"),
@@ -57,10 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CmdUsageError as exc:
         sys.stderr.write("\n".join(exc.lines) + "\n")
         return 1
-    if opts.flag("help") or opts.flag("usage"):
+    if opts.exit_option in ("help", "usage"):
         sys.stdout.write(_USAGE)
         return 0
-    if opts.flag("version"):
+    if opts.exit_option == "version":
         sys.stdout.write(f"slurm {SLURM_COMPAT_VERSION}\n")
         return 0
     signal: int | None = None

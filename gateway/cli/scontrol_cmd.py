@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
 from gateway.cli.common import GatewayError, call, cluster_from, fetch_jobs, site_from, write_out
 from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
+from gateway.compat.cnum import strtol
 from gateway.compat.duration import NO_VAL, time_str_to_mins
 from gateway.compat.options_help import SLURM_COMPAT_VERSION
+from gateway.model.job import Job
 
 __all__ = ["main"]
 
@@ -30,8 +33,6 @@ OPTIONS = (
     CmdOption("usage", None, 0, "usage"),
     CmdOption("verbose", "v", 0, "verbose"),
     CmdOption("version", "V", 0, "version"),
-    CmdOption("json", None, 0, "json"),
-    CmdOption("yaml", None, 0, "yaml"),
 )
 _UPDATE_KEYS = {
     "timelimit",
@@ -61,6 +62,8 @@ def _is(word: str, command: str, minimum: int = 3) -> bool:
 def _show(args: list[str], oneliner: bool) -> int:
     if not args:
         raise _Fail("too few arguments for keyword:show")
+    if len(args) > 2:
+        raise _Fail("too many arguments for keyword:show")
     what, rest = args[0], args[1:]
     if _is(what, "hostnames", 5):
         from gateway.compat.hostlist import expand
@@ -92,17 +95,21 @@ def _show_jobs(rest: list[str], oneliner: bool) -> int:
 
     try:
         if rest:
-            head = rest[0].split("_")[0].split(".")[0]
-            if not head.isdigit():
-                raise _Fail(f"Invalid job id specified for job {rest[0]}")
+            head, _, task_text = rest[0].partition("_")
+            if not head.isdigit() or int(head) == 0 or not (task_text.isdigit() or not task_text):
+                raise _Fail("scontrol_print_job error: Invalid job id specified")
             jobs, now, data = fetch_jobs(f"/v1/jobs/{int(head)}")
         else:
             jobs, now, data = fetch_jobs()
     except GatewayError as exc:
         raise _Fail(f"slurm_load_jobs error: {exc}") from exc
     if rest and "_" in rest[0]:
-        task = rest[0].split("_", 1)[1]
-        jobs = [j for j in jobs if str(j.array_task_id) == task] or jobs[:0]
+        task = int(rest[0].split("_", 1)[1])
+        jobs = [
+            replace(j, array_task_id=task) if _pending_task(j, task) else j
+            for j in jobs
+            if j.array_task_id == task or _pending_task(j, task)
+        ]
         if not jobs:
             raise _Fail("slurm_load_jobs error: Invalid job id specified")
     if not jobs:
@@ -113,6 +120,12 @@ def _show_jobs(rest: list[str], oneliner: bool) -> int:
     site = site_from(data)
     write_out("".join(show_job(j, now=now, site=site, one_liner=oneliner) for j in jobs))
     return 0
+
+
+def _pending_task(job: Job, task: int) -> bool:
+    """Whether a task is still in an array's pending meta record: scontrol shows that
+    record with the one task id (`_task_id_in_job` in scontrol's info_job.c)."""
+    return job.is_array_meta and job.array_pending is not None and task in job.array_pending
 
 
 def _show_nodes(rest: list[str], oneliner: bool) -> int:
@@ -193,7 +206,11 @@ def _update(args: list[str]) -> int:
         if not eq:
             raise _Fail(f"Invalid input: {arg}", "Request aborted")
         k = key.lower()
-        if k in ("jobid", "job"):
+        if len(k) >= 10 and "arraytaskthrottle".startswith(k):
+            if strtol(value)[0] < 0:
+                raise _Fail(f"{_PROG}: error: Invalid ArrayTaskThrottle value")
+            fields["ArrayTaskThrottle"] = value
+        elif k in ("jobid", "job"):
             job = value
         elif k in _UPDATE_KEYS:
             if k == "timelimit" and time_str_to_mins(value) == NO_VAL:
@@ -237,14 +254,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `scontrol` command."""
     args = [_PROG, *(sys.argv[1:] if argv is None else argv)]
     try:
-        opts = parse_command(args, OPTIONS, _PROG, permute=False)
+        opts = parse_command(args, OPTIONS, _PROG)
     except CmdUsageError as exc:
         sys.stderr.write("\n".join(exc.lines) + "\n")
         return 1
-    if opts.flag("help") or opts.flag("usage"):
+    if opts.exit_option in ("help", "usage"):
         sys.stdout.write("Usage: scontrol [<OPTION>] [<COMMAND>]\n")
         return 0
-    if opts.flag("version"):
+    if opts.exit_option == "version":
         sys.stdout.write(f"slurm {SLURM_COMPAT_VERSION}\n")
         return 0
     try:

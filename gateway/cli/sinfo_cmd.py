@@ -59,10 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CmdUsageError as exc:
         sys.stderr.write("\n".join(exc.lines) + "\n")
         return 1
-    if opts.flag("help") or opts.flag("usage"):
+    if opts.exit_option in ("help", "usage"):
         sys.stdout.write("Usage: sinfo [OPTIONS]\n")
         return 0
-    if opts.flag("version"):
+    if opts.exit_option == "version":
         sys.stdout.write(f"slurm {SLURM_COMPAT_VERSION}\n")
         return 0
     try:

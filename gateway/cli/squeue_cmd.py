@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import sys
 from collections.abc import Sequence
 
 from gateway.cli.common import GatewayError, fetch_jobs, site_from, write_out
-from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
+from gateway.cli.opts import CmdOption, CmdUsageError, ParsedCmd, parse_command
 from gateway.compat.options_help import SLURM_COMPAT_VERSION
 from gateway.compat.squeue_fmt import SqueueOptions, render_squeue
 from gateway.model.state import JobState
@@ -53,6 +52,7 @@ OPTIONS = (
     CmdOption("states", "t", 1, "states"),
     CmdOption("usage", None, 0, "usage"),
     CmdOption("user", "u", 1, "users"),
+    CmdOption(None, "U", 1, "accounts"),
     CmdOption("users", None, 1, "users"),
     CmdOption("verbose", "v", 0, "verbose"),
     CmdOption("version", "V", 0, "version"),
@@ -61,17 +61,23 @@ OPTIONS = (
 )
 _USAGE = (
     "Usage: squeue [-A account] [--clusters names] [-i seconds] [--job jobid]\n"
-    "              [-n name] [-o format] [--only-job-state] [-p partitions]\n"
-    "              [--qos qos] [--reservation reservation] [--sort fields] [--start]\n"
+    "              [-n name] [-o format] [-p partitions] [--qos qos]\n"
+    "              [--reservation reservation] [--sort fields] [--start]\n"
     "              [--step step_id] [-t states] [-u user_name] [--usage]\n"
     "              [-L licenses] [-w nodes] [--federation] [--local] [--sibling]\n"
-    "              [--json=data_parser] [--yaml=data_parser]\n"
-    "              [-ahjlrsv]\n"
+    "\t      [-ahjlrsv]\n"
 )
 
 
 def _split(text: str | None) -> tuple[str, ...]:
     return tuple(p for p in (text or "").split(",") if p)
+
+
+_VALID_STATES = (
+    "PENDING,RUNNING,SUSPENDED,COMPLETED,CANCELLED,FAILED,TIMEOUT,NODE_FAIL,PREEMPTED,"
+    "BOOT_FAIL,DEADLINE,OUT_OF_MEMORY,COMPLETING,CONFIGURING,RESIZING,RESV_DEL_HOLD,"
+    "REQUEUED,REQUEUE_FED,REQUEUE_HOLD,REVOKED,SIGNALING,SPECIAL_EXIT,STAGE_OUT,STOPPED"
+)
 
 
 def _states(text: str | None) -> tuple[tuple[JobState, ...] | None, bool]:
@@ -80,52 +86,80 @@ def _states(text: str | None) -> tuple[tuple[JobState, ...] | None, bool]:
     words = _split(text)
     if any(w.lower() == "all" for w in words):
         return (), True
-    try:
-        return tuple(JobState.parse(w) for w in words), False
-    except ValueError:
-        raise CmdUsageError(
-            f"{_PROG}: error: Invalid job state specified: {text}",
-            f"{_PROG}: error: Valid job states include: PENDING RUNNING "
-            "SUSPENDED COMPLETED CANCELLED FAILED TIMEOUT NODE_FAIL PREEMPTED "
-            "BOOT_FAIL DEADLINE OUT_OF_MEMORY COMPLETING CONFIGURING "
-            "RESIZING RESV_DEL_HOLD REQUEUED REQUEUE_FED REQUEUE_HOLD "
-            "REVOKED SIGNALING SPECIAL_EXIT STAGE_OUT STOPPED",
-        ) from None
+    out = []
+    for word in words:
+        try:
+            out.append(JobState.parse(word))
+        except ValueError:
+            raise CmdUsageError(
+                f"{_PROG}: error: Invalid job state specified: {word}",
+                f"{_PROG}: error: Valid job states include: {_VALID_STATES}\n",
+            ) from None
+    return tuple(out), False
 
 
-def _users(text: str | None) -> tuple[str, ...]:
+def _users(text: str | None, report: bool = False) -> tuple[str, ...]:
+    """squeue's _build_user_list: an unknown name or uid is reported (`report`: when the
+    option is read) and left out; the filter stays on, so an all-unknown list shows no job."""
     out = []
     for word in _split(text):
-        if word.isdigit():
-            with contextlib.suppress(KeyError):
-                word = pwd.getpwuid(int(word)).pw_name
-        else:
-            try:
-                pwd.getpwnam(word)
-            except KeyError:
-                raise CmdUsageError(f"{_PROG}: error: Invalid user: {word}") from None
-        out.append(word)
-    return tuple(out)
+        try:
+            name = pwd.getpwuid(int(word)).pw_name if word.isdigit() else pwd.getpwnam(word)[0]
+        except KeyError:
+            if report:
+                sys.stderr.write(f"{_PROG}: error: Invalid user: {word}\n\n")
+            continue
+        out.append(name)
+    return tuple(out) if out or not text else ("",)  # "": no job's user
+
+
+def _report_users(text: str | None) -> None:
+    _users(text, report=True)
+
+
+def _check_jobs(text: str | None) -> None:
+    """squeue's _build_job_list: each id must start with a positive number."""
+    for word in _split(text):
+        digits = word[: len(word) - len(word.lstrip("0123456789"))]
+        if not digits or int(digits) == 0:
+            raise CmdUsageError(f"{_PROG}: error: Invalid job id: {word}")
+
+
+def _operands(opts: ParsedCmd) -> None:
+    """After getopt, squeue reads the job list (after -j) then the step list (after -s)."""
+    rest = list(opts.operands)
+    for dest in ("jobs", "steps"):
+        if rest and dest in opts.values:
+            opts.values[dest] = rest.pop(0)
+            if dest == "jobs":
+                _check_jobs(opts.text("jobs"))
+    if rest:
+        sys.stdout.write(_USAGE)
+        raise CmdUsageError(f"{_PROG}: error: Unrecognized option: {rest[0]}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `squeue` command."""
     args = [_PROG, *(sys.argv[1:] if argv is None else argv)]
     try:
-        opts = parse_command(args, OPTIONS, _PROG)
-        if opts.flag("help") or opts.flag("usage"):
+        opts = parse_command(
+            args,
+            OPTIONS,
+            _PROG,
+            check={"jobs": _check_jobs, "states": _states, "users": _report_users},
+        )
+        if opts.exit_option in ("help", "usage"):
             sys.stdout.write(_USAGE)
             return 0
-        if opts.flag("version"):
+        if opts.exit_option == "version":
             sys.stdout.write(f"slurm {SLURM_COMPAT_VERSION}\n")
             return 0
+        _operands(opts)
         states, all_states = _states(opts.text("states"))
         users = _users(opts.text("users"))
         if opts.flag("me"):
             users = (*users, pwd.getpwuid(os.getuid()).pw_name)
-        jobs_arg = opts.get("jobs")
-        job_ids = _split(jobs_arg if isinstance(jobs_arg, str) else None)
-        job_ids += tuple(w for op in opts.operands for w in _split(op)) if jobs_arg is True else ()
+        job_ids = _split(opts.text("jobs"))
     except CmdUsageError as exc:
         sys.stderr.write("\n".join(exc.lines) + "\n")
         return 1

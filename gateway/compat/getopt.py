@@ -1,15 +1,21 @@
-"""glibc `getopt_long` with Slurm's option string ("+": stop at the first non-option).
+"""glibc `getopt_long`, the one option reader of Caldera's Slurm commands.
 
+`getopt_long` is sbatch's: Slurm's option string ("+": stop at the first non-option).
 Long options may be abbreviated to a unique prefix; `--opt=value` and `--opt value` both
 work for required arguments, only `--opt=value` for optional ones. Error lines are glibc's
 (printed with argv[0]), followed by sbatch's `Try "sbatch --help"` and exit status 255.
 Plugin and Caldera options never change how a Slurm option name resolves: they are only
 tried when no Slurm option matches.
+
+`scan` is the same reader over the table of squeue, sacct, scancel, sinfo or scontrol, which
+permute (options may follow operands) unless POSIXLY_CORRECT is set.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -17,7 +23,7 @@ from gateway.compat.errors import Diagnostic, Level, OptionError
 from gateway.compat.options import BY_SHORT, OPTIONS
 from gateway.compat.optypes import Arg, Option, Origin
 
-__all__ = ["GetoptError", "ParsedArg", "getopt_long"]
+__all__ = ["CmdSpec", "GetoptError", "ParsedArg", "Scanned", "getopt_long", "scan"]
 
 # Slurm's common_options[] order: the order glibc lists ambiguous candidates in.
 _SLURM_ORDER = [
@@ -295,3 +301,111 @@ def getopt_long(
                 out.append(GetoptError(f"option requires an argument -- '{ch}'"))
             break
     return out, i
+
+
+# The other commands (squeue, sacct, scancel, sinfo, scontrol): the same glibc rules over a
+# command's own table, with permutation (the default optstring of those commands).
+
+
+@dataclass(frozen=True, slots=True)
+class CmdSpec:
+    """One entry of a command's `struct option` table (and its short letter).
+
+    `val` is getopt's val: entries with the same val and has_arg are one option to glibc
+    (`--node`, `--nodes`, `--nodelist`), so a prefix of several of them is not ambiguous.
+    """
+
+    long: str | None
+    short: str | None
+    arg: Arg
+    val: Hashable
+
+
+@dataclass
+class Scanned:
+    """Options in argv order (stopping after the first error, as Slurm's `case '?'` exits)
+    and the operands in getopt's permuted order."""
+
+    items: list[tuple[CmdSpec, str | None]] = field(default_factory=list)
+    error: GetoptError | None = None
+    operands: list[str] = field(default_factory=list)
+
+
+def _glibc_long(body: str, table: Sequence[CmdSpec]) -> CmdSpec | GetoptError:
+    """glibc's process_long_option: exact name, else prefixes; ambiguous when a later match
+    differs from the first in has_arg or val (only those, and the first, are listed)."""
+    name = body.partition("=")[0]
+    exact = [o for o in table if o.long == name]
+    if exact:
+        return exact[0]
+    found = [o for o in table if o.long and o.long.startswith(name)]
+    if not found:
+        return GetoptError(f"unrecognized option '--{body}'")
+    first = found[0]
+    differ = [o for o in found[1:] if o.arg is not first.arg or o.val != first.val]
+    if differ:
+        names = "".join(f" '--{o.long}'" for o in (first, *differ))
+        return GetoptError(f"option '--{body}' is ambiguous; possibilities:{names}")
+    return first
+
+
+def scan(
+    argv: Sequence[str], table: Sequence[CmdSpec], *, start: int = 1, permute: bool = True
+) -> Scanned:
+    """getopt_long over argv[start:] with `table`, permuting unless POSIXLY_CORRECT is set.
+
+    An optional argument is taken only when attached (`-jLIST`, `--jobs=LIST`); `--` ends
+    the options; a lone `-` is an operand.
+    """
+    permute = permute and "POSIXLY_CORRECT" not in os.environ
+    shorts = {o.short: o for o in table if o.short}
+    out = Scanned()
+    i, n = start, len(argv)
+    while i < n and out.error is None:
+        word = argv[i]
+        i += 1
+        if word == "--":
+            out.operands.extend(argv[i:])
+            return out
+        if word[:1] != "-" or word == "-":
+            out.operands.append(word)
+            if not permute:
+                out.operands.extend(argv[i:])
+                return out
+            continue
+        if word[1] == "-":
+            body = word[2:]
+            found = _glibc_long(body, table)
+            if isinstance(found, GetoptError):
+                out.error = found
+                break
+            eq, value = "=" in body, body.partition("=")[2]
+            if found.arg is Arg.NONE and eq:
+                out.error = GetoptError(f"option '--{found.long}' doesn't allow an argument")
+            elif found.arg is Arg.REQUIRED and not eq:
+                if i >= n:
+                    out.error = GetoptError(f"option '--{found.long}' requires an argument")
+                else:
+                    out.items.append((found, argv[i]))
+                    i += 1
+            else:
+                out.items.append((found, value if eq else None))
+            continue
+        for j in range(1, len(word)):
+            opt = shorts.get(word[j])
+            if opt is None:
+                out.error = GetoptError(f"invalid option -- '{word[j]}'")
+                break
+            if opt.arg is Arg.NONE:
+                out.items.append((opt, None))
+                continue
+            rest = word[j + 1 :]
+            if rest or opt.arg is Arg.OPTIONAL:
+                out.items.append((opt, rest or None))
+            elif i < n:
+                out.items.append((opt, argv[i]))
+                i += 1
+            else:
+                out.error = GetoptError(f"option requires an argument -- '{word[j]}'")
+            break
+    return out

@@ -45,7 +45,7 @@ def _indices(body: str) -> tuple[int, ...] | None:
         if not lo.isdigit() or (dash and not hi.isdigit()):
             return None
         a, b = int(lo), int(hi) if dash else int(lo)
-        if b < a or b - a > 4_000_000:
+        if b < a or b - a + len(out) > 4_000_000:  # in all, not per range
             return None
         out.extend(range(a, b + 1))
     return tuple(out)

@@ -8,6 +8,7 @@ messages (`scancel: error: Kill job error on job id 12: Access/permission denied
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -17,11 +18,13 @@ from gateway.compat.slurm_errors import SlurmErrno
 from gateway.control.arraytasks import Target
 from gateway.control.gateway import Gateway
 from gateway.control.submit import Caller, priority_for
-from gateway.model.backend import BackendError
+from gateway.model.backend import BackendError, EndsAttempts
 from gateway.model.job import Hold, Job
 from gateway.model.state import JobState, Reason
 
 __all__ = ["OpResult", "apply_update", "cancel", "hold", "release", "requeue"]
+
+log = logging.getLogger("caldera.ops")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,9 +174,10 @@ async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> lis
             results.append(OpResult(_name(target), SlurmErrno.INVALID_JOB_ID))
             continue
         changed: list[Job] = []
+        metas: dict[int, Job] = {}
         err: SlurmErrno | None = None
-        for job, _ in matched:
-            job = gw.jobs.get(job.job_id, job)
+        for job, index in matched:
+            job = metas.get(job.job_id) or gw.jobs.get(job.job_id, job)
             if not _allowed(job, caller):
                 err = SlurmErrno.USER_ID_MISSING
                 continue
@@ -187,6 +191,8 @@ async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> lis
             if refused is not None:
                 err = refused
                 continue
+            if index is not None:
+                job = _take_task(gw, job, index, metas)
             changed.append(
                 replace(
                     job,
@@ -195,6 +201,7 @@ async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> lis
                     priority=priority_for(job.job_id, job.spec.nice),
                 )
             )
+        changed.extend(m for m in metas.values() if m.job_id not in {j.job_id for j in changed})
         await gw.commit(changed, "release", by=caller.uid)
         results.append(OpResult(_name(target), err))
     return results
@@ -224,10 +231,27 @@ async def requeue(
                 err = err or SlurmErrno.DISABLED
                 continue
             if job.state.is_active:
-                refused = await _call_backend(gw, job, "cancel", 9, False)
-                if refused is not None:
-                    err = refused
-                    continue
+                backend = gw.backend_for(job)
+                if isinstance(backend, EndsAttempts):
+                    # the whole run ends (batch script and all it started) before the requeue
+                    # is committed; the backend starts no next run until it is confirmed gone
+                    try:
+                        await asyncio.to_thread(backend.end_attempt, job)
+                    except BackendError as exc:
+                        log.warning("requeue of job %s: %s", job.job_id, exc)
+                    except Exception:  # refused as Slurm refuses a failed operation; job unchanged
+                        log.exception("requeue of job %s: ending its run failed", job.job_id)
+                        err = SlurmErrno.INTERNAL
+                        continue
+                else:
+                    refused = await _call_backend(gw, job, "cancel", 9, False)
+                    if refused is not None:
+                        err = refused
+                        continue
+                current = gw.jobs.get(job.job_id, job)
+                if current.restart_count != job.restart_count:
+                    continue  # requeued by someone else meanwhile
+                job = current
             again = gw.requeued(job)
             if hold_after:
                 again = replace(again, hold=Hold.USER, priority=0, reason=Reason.JOB_HELD_USER)
@@ -235,6 +259,19 @@ async def requeue(
         await gw.commit(changed, "requeue", by=caller.uid)
         results.append(OpResult(_name(target), err))
     return results
+
+
+def _take_task(gw: Gateway, meta: Job, index: int, metas: dict[int, Job]) -> Job:
+    """Split one pending task off an array's meta record (as slurmctld does before it holds
+    or releases `123_[4-6]`): the task record; the shrunken meta is kept in `metas`."""
+    if meta.array_pending is None or index not in meta.array_pending:
+        return meta
+    task, rest = gw.split_task(meta, index)
+    if rest is None:
+        metas.pop(meta.job_id, None)
+    else:
+        metas[meta.job_id] = rest
+    return task
 
 
 async def _each(
@@ -254,9 +291,10 @@ async def _each(
             results.append(OpResult(_name(target), SlurmErrno.INVALID_JOB_ID))
             continue
         changed: list[Job] = []
+        metas: dict[int, Job] = {}
         err: SlurmErrno | None = None
-        for job, _ in matched:
-            job = gw.jobs.get(job.job_id, job)
+        for job, index in matched:
+            job = metas.get(job.job_id) or gw.jobs.get(job.job_id, job)
             if not _allowed(job, caller):
                 err = denied
                 continue
@@ -267,10 +305,28 @@ async def _each(
             if refused is not None:
                 err = refused
                 continue
+            if index is not None:
+                job = _take_task(gw, job, index, metas)
             changed.append(change(job))  # type: ignore[operator]
+        changed.extend(m for m in metas.values() if m.job_id not in {j.job_id for j in changed})
         await gw.commit(changed, kind, by=caller.uid)
         results.append(OpResult(_name(target), err))
     return results
+
+
+def _throttle(job: Job, value: str) -> Job | SlurmErrno:
+    """ArrayTaskThrottle (slurmctld's strtoll; 0 lifts the limit) on every record of an
+    array, so the scheduler's per-record check sees it; other jobs are left alone."""
+    from gateway.compat.cnum import strtol
+
+    throttle, _ = strtol(value)
+    if throttle < 0:
+        return SlurmErrno.INVALID_ARRAY
+    if job.spec.array is None:
+        return job
+    pending = replace(job.array_pending, throttle=throttle) if job.array_pending else None
+    spec = replace(job.spec, array=replace(job.spec.array, throttle=throttle))
+    return replace(job, array_pending=pending, spec=spec)
 
 
 def _update_one(job: Job, key: str, value: str, caller: Caller) -> Job | SlurmErrno:
@@ -315,6 +371,8 @@ def _update_one(job: Job, key: str, value: str, caller: Caller) -> Job | SlurmEr
         return replace(job, spec=replace(spec, name=value))
     if k == "comment":
         return replace(job, spec=replace(spec, comment=value))
+    if k == "arraytaskthrottle":
+        return _throttle(job, value)
     if k == "timemin":
         minutes = time_str_to_mins(value)
         if minutes == NO_VAL:
@@ -338,6 +396,8 @@ async def apply_update(
         if job.state.is_finished:
             return OpResult(_name(target), SlurmErrno.JOB_FINISHED)
         for key, value in fields.items():
+            if key.lower() == "arraytaskthrottle" and target.tasks is not None:
+                continue  # a task has no array record: slurmctld ignores it
             out = _update_one(job, key, value, caller)
             if isinstance(out, SlurmErrno):
                 return OpResult(_name(target), out)

@@ -9,8 +9,8 @@ re-attaches to running supervisors through `reconcile`.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import grp
+import logging
 import os
 import pwd
 import shlex
@@ -25,21 +25,24 @@ from pathlib import Path
 
 import psutil
 
+from containers.attempts import alive, end_run, job_lock, record_loss, release
 from containers.docker_runner import parse_mounts
 from containers.interpreter import shared_python
 from containers.proc import login_environment
+from containers.proctrack import RECORD_FILE, attempt_name, namespace_for, select_tracker
 from containers.spool import (
     ContainerPlan,
     JobPlan,
     JobResult,
     SupervisorInfo,
+    open_dir,
     read_json,
-    read_step,
     write_json,
 )
+from containers.steprecords import read_steps
 from gateway.compat.duration import INFINITE
 from gateway.compat.filename import NO_TASK, PatternContext, default_output, expand_for_open
-from gateway.compat.job_env import batch_environment
+from gateway.compat.job_env import batch_environment, submit_umask
 from gateway.model.backend import BackendError, BackendEvent, EventKind, Launch
 from gateway.model.cluster import ClusterState, Gpu, Node, NodeState, Partition
 from gateway.model.job import Job, Step
@@ -47,9 +50,13 @@ from gateway.model.state import JobState, Reason
 
 __all__ = ["STEP_DIR_VAR", "LocalBackend", "user_and_group"]
 
+log = logging.getLogger("caldera.local")
+
 STEP_DIR_VAR = "CALDERA_STEP_DIR"  # where srun records steps (set in every job's environment)
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 _SPAWN_GRACE_S = 30.0  # a supervisor that never wrote supervisor.json by then is lost
+_END_WAIT_S = 3.0  # how long ending a run may wait for its processes to be confirmed gone
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _docker_host_from_env() -> str | None:
@@ -59,7 +66,7 @@ def _docker_host_from_env() -> str | None:
 @dataclass
 class _Tracked:
     started: bool = False
-    finished: bool = False
+    finished: bool = False  # its end was reported by poll/reconcile
     steps: dict[str, tuple[str, float | None]] = field(default_factory=dict)
     cpus: int = 0
 
@@ -88,6 +95,8 @@ class LocalBackend:
         slurm_conf: str | None = None,
         python: str = sys.executable,
         srun_python: str | None = None,
+        min_job_age: float = 300.0,
+        proctrack: str = "auto",
     ) -> None:
         """
         spool_dir: where job directories live (created; 0711 so jobs can reach their files).
@@ -97,6 +106,10 @@ class LocalBackend:
             lead times); 1.0 in production, small in tests.
         docker_host: Docker API URL for jobs with an image (default CALDERA_DOCKER_HOST, then
             DOCKER_HOST).
+        min_job_age: seconds a finished job's spool directory is kept after its end was
+            reported (Slurm's MinJobAge); the gateway's store keeps what sacct needs.
+        proctrack: how each run's processes are tracked (containers.proctrack): auto,
+            cgroup2, freezer or session.
         """
         self.spool = Path(spool_dir).resolve()
         self.jobs_dir = self.spool / "jobs"
@@ -115,7 +128,10 @@ class LocalBackend:
         self.slurm_conf = slurm_conf
         self.python = python
         self.srun_python = srun_python or shared_python(python)
+        self.min_job_age = min_job_age
+        self._swept = False
         self._tracked: dict[tuple[int, int], _Tracked] = {}  # (job id, restart count)
+        self.tracker = select_tracker(namespace_for(cluster, self.spool), proctrack)
         for path in (self.spool, self.jobs_dir, self.spool / "bin"):
             path.mkdir(parents=True, exist_ok=True)
             if os.geteuid() == 0:
@@ -150,18 +166,73 @@ class LocalBackend:
         run = job.restart_count
         backend_id = self.backend_id(job.job_id)
         jobdir = self.job_dir(job.job_id, run)
-        lock_path = self.jobs_dir / f".{jobdir.name}.lock"
-        with open(lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with job_lock(self.jobs_dir, job.job_id) as lock:
+            if run < lock.floor():  # requeued (or lost) while this launch was on its way
+                raise BackendError(
+                    f"run {run} of job {job.job_id} was ended before it started",
+                    retryable=True,
+                    waiting_reason=Reason.CLEANING,
+                )
             if (jobdir / "spawned").exists():
                 self._tracked.setdefault((job.job_id, run), _Tracked(cpus=_cpus(launch)))
                 return backend_id
+            self._end_earlier(job.job_id, run)
+            lock.raise_floor(run)
             plan = self._plan(launch, jobdir)
             self._prepare(jobdir, launch, plan)
+            if plan.container is None:
+                attempt = attempt_name(job.job_id, run)
+                try:
+                    self.tracker.create(attempt)
+                except OSError as exc:
+                    raise BackendError(
+                        f"job {job.job_id}: cannot make its process group: {exc}", retryable=True
+                    ) from exc
+                write_json(jobdir / RECORD_FILE, self.tracker.record(attempt), mode=0o600)
             (jobdir / "spawned").write_text(f"{time.time()}\n")
             self._spawn(jobdir)
         self._tracked[(job.job_id, run)] = _Tracked(cpus=_cpus(launch))
         return backend_id
+
+    def end_attempt(self, job: Job) -> None:
+        """Requeue and node fail-over: end every process of the job's current run (its whole
+        process group, not only its steps), tell its supervisor, and return once they are
+        confirmed gone; that run can never start afterwards. BackendError (retryable) when
+        the end is not confirmed in time (the next run's submit checks again)."""
+        run = job.restart_count
+        with job_lock(self.jobs_dir, job.job_id) as lock:
+            lock.raise_floor(run + 1)
+            ended = end_run(self.job_dir(job.job_id, run), _END_WAIT_S, _SPAWN_GRACE_S)
+        if ended.killed:
+            log.info("job %s (run %s) ended: %d processes killed", job.job_id, run, ended.killed)
+        if not ended.confirmed:
+            raise BackendError(
+                f"job {job.job_id}: processes of run {run} are not confirmed gone",
+                retryable=True,
+                waiting_reason=Reason.CLEANING,
+            )
+
+    def _end_earlier(self, job_id: int, run: int) -> None:
+        """Before run `run` starts, every earlier run must be gone (under the job's lock)."""
+        for earlier in range(run):
+            jobdir = self.job_dir(job_id, earlier)
+            if not (jobdir / "spawned").exists():
+                continue
+            ended = end_run(jobdir, _END_WAIT_S, _SPAWN_GRACE_S)
+            if ended.killed:
+                log.warning(
+                    "job %s: %d processes of run %s were still running before run %s; killed",
+                    job_id,
+                    ended.killed,
+                    earlier,
+                    run,
+                )
+            if not ended.confirmed:
+                raise BackendError(
+                    f"job {job_id}: run {earlier} is not confirmed gone; run {run} waits",
+                    retryable=True,
+                    waiting_reason=Reason.CLEANING,
+                )
 
     def cancel(self, job: Job, signal: int | None = None, batch_only: bool = False) -> None:
         jobdir = self.job_dir(job.job_id, job.restart_count)
@@ -194,9 +265,34 @@ class LocalBackend:
         events: list[BackendEvent] = []
         for (job_id, run), tracked in list(self._tracked.items()):
             if tracked.finished:
+                self._purge(job_id, run)
                 continue
             events.extend(self._events(job_id, tracked, run))
+        if not self._swept:
+            self._swept = True
+            self._sweep()
         return events
+
+    def _purge(self, job_id: int, run: int) -> None:
+        """Remove a finished job's spool once MinJobAge has passed since its end. Its end was
+        reported by an earlier poll (the gateway stores events before it polls again), so a
+        gateway killed before storing it still finds the spool on restart."""
+        result = self.result(job_id, run)
+        if result is not None and time.time() - result.end_time >= self.min_job_age:
+            self.forget(job_id, run)
+
+    def _sweep(self) -> None:
+        """Once, after start-up: spools of jobs that ended beyond MinJobAge and that nothing
+        tracks (the gateway reconciles every job it has not stored as ended before it polls),
+        left by a gateway that stopped before purging them."""
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.jobs_dir):
+                job, _, run = entry.name.partition(".")
+                if not (job.isdigit() and (run == "" or run.isdigit())):
+                    continue
+                key = (int(job), int(run or 0))
+                if key not in self._tracked:
+                    self._purge(*key)
 
     def reconcile(self, jobs: Sequence[Job]) -> list[BackendEvent]:
         events: list[BackendEvent] = []
@@ -233,25 +329,28 @@ class LocalBackend:
         return self.jobs_dir / (str(job_id) if run == 0 else f"{job_id}.{run}")
 
     def steps(self, job_id: int, run: int = 0) -> list[Step]:
-        """Every step recorded for a job (batch first, then srun steps in order)."""
-        steps = [
-            s
-            for p in (self.job_dir(job_id, run) / "steps").glob("*.json")
-            if (s := read_step(p, job_id)) is not None
-        ]
-        return sorted(steps, key=lambda s: (s.step_id != "batch", _step_key(s.step_id)))
+        """Every step recorded for a job (batch first, then srun steps in order); srun's
+        records, written by the job's user, are read as containers.steprecords allows."""
+        return read_steps(self.job_dir(job_id, run), job_id)
 
     def result(self, job_id: int, run: int = 0) -> JobResult | None:
         """How the job ended, if it has (read from the spool, no event consumed)."""
         return JobResult.from_json(read_json(self.job_dir(job_id, run) / "result.json"))
 
     def forget(self, job_id: int, run: int = 0) -> bool:
-        """Remove a finished job's spool directory (once the gateway stored its result)."""
+        """Remove a finished job's spool directory (once the gateway stored its result).
+        rmtree works through directory descriptors and never follows a symlink (checked):
+        the user's `steps/` inside cannot point it elsewhere."""
         jobdir = self.job_dir(job_id, run)
-        if not (jobdir / "result.json").exists():
+        if not (jobdir / "result.json").exists() or not shutil.rmtree.avoids_symlink_attacks:
             return False
-        shutil.rmtree(jobdir, ignore_errors=True)
-        (self.jobs_dir / f".{jobdir.name}.lock").unlink(missing_ok=True)
+        with job_lock(self.jobs_dir, job_id) as lock:
+            release(jobdir)
+            shutil.rmtree(jobdir, ignore_errors=True)
+            if not any(self.jobs_dir.glob(f"{job_id}")) and not any(
+                self.jobs_dir.glob(f"{job_id}.*")
+            ):
+                lock.drop()  # no run of the job is left (a later requeue starts a new file)
         self._tracked.pop((job_id, run), None)
         return True
 
@@ -283,26 +382,34 @@ class LocalBackend:
         events.extend(self._step_events(job_id, tracked, run))
         result = self.result(job_id, run)
         if result is None and not self._running(jobdir, info):
-            result = self.result(job_id, run)  # it may have finished in between
+            # the supervisor died (kill -9, OOM): its orphans are ended and the loss recorded
+            # before it is reported; never LOST while a process of the run may still run
+            with job_lock(self.jobs_dir, job_id):
+                result = self.result(job_id, run)  # it may have finished in between
+                if result is None:
+                    result = record_loss(jobdir, job_id, run, info, _END_WAIT_S)
             if result is None:
-                tracked.finished = True
-                events.append(
-                    BackendEvent(
-                        job_id=job_id,
-                        kind=EventKind.LOST,
-                        time=time.time(),
-                        state=JobState.NODE_FAIL,
-                        reason=Reason.NONE,
-                        nodes=nodes,
-                        backend_id=bid,
-                        run=run,
-                        message="supervisor ended without a result",
-                    )
-                )
                 return events
+        if result is not None and result.state is JobState.NODE_FAIL:  # a recorded loss
+            tracked.finished = True
+            events.append(
+                BackendEvent(
+                    job_id=job_id,
+                    kind=EventKind.LOST,
+                    time=result.end_time,
+                    state=JobState.NODE_FAIL,
+                    reason=Reason.NONE,
+                    nodes=nodes,
+                    backend_id=bid,
+                    run=run,
+                    message=result.message,
+                )
+            )
+            return events
         if result is not None:
             events.extend(self._step_events(job_id, tracked, run))
             tracked.finished = True
+            release(jobdir)
             events.append(
                 BackendEvent(
                     job_id=job_id,
@@ -347,13 +454,7 @@ class LocalBackend:
 
     @staticmethod
     def _alive(info: SupervisorInfo) -> bool:
-        try:
-            proc = psutil.Process(info.pid)
-            return abs(proc.create_time() - info.create_time) < 0.5 and (
-                proc.status() != psutil.STATUS_ZOMBIE
-            )
-        except psutil.Error:
-            return False
+        return alive(info)
 
     def _running(self, jobdir: Path, info: SupervisorInfo | None) -> bool:
         if info is not None:
@@ -453,30 +554,52 @@ class LocalBackend:
             memory_limit_mb=_memory_limit(launch, here.memory_mb, here.cpus, len(here.gpus)),
             cpus=here.cpus,
             ntasks=here.tasks or 1,
+            umask=submit_umask(launch.environment),
             poll_interval_s=self.poll_interval,
             container=container,
         )
 
     def _prepare(self, jobdir: Path, launch: Launch, plan: JobPlan) -> None:
-        jobdir.mkdir(exist_ok=True)
-        for sub in ("ctl", "steps"):
-            (jobdir / sub).mkdir(exist_ok=True)
+        """The job's directory, root's (0711: the user reaches the script and `steps/`);
+        everything in it made through descriptors, nothing followed: `ctl/` (0700), the
+        user's `steps/` (0700) and `slurm_script` (0700), then `plan.json` (0600)."""
         root = os.geteuid() == 0
-        if root:
-            jobdir.chmod(0o711)
-            (jobdir / "ctl").chmod(0o700)
-        script = jobdir / "slurm_script"
-        script.write_text(launch.script)
-        script.chmod(0o700)
-        if root:
-            os.chown(script, plan.uid, plan.gid)
-            os.chown(jobdir / "steps", plan.uid, plan.gid)
-        (jobdir / "steps").chmod(0o700)
+        with contextlib.suppress(FileExistsError):
+            jobdir.mkdir(mode=0o700)
+        dir_fd = open_dir(jobdir)
+        if dir_fd is None or os.fstat(dir_fd).st_uid != os.geteuid():
+            raise BackendError(f"{jobdir} is not a directory of uid {os.geteuid()}")
+        owner = (plan.uid, plan.gid) if root else None
+        try:
+            os.fchmod(dir_fd, 0o711)
+            for name, sub_owner in (("ctl", None), ("steps", owner)):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=dir_fd)
+                sub = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+                try:
+                    if sub_owner is not None:
+                        os.fchown(sub, *sub_owner)
+                    os.fchmod(sub, 0o700)
+                finally:
+                    os.close(sub)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink("slurm_script", dir_fd=dir_fd)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open("slurm_script", flags, 0o700, dir_fd=dir_fd)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(launch.script.encode("utf-8", "surrogateescape"))
+                fh.flush()
+                os.fchmod(fd, 0o700)
+                if owner is not None:
+                    os.fchown(fd, *owner)
+        finally:
+            os.close(dir_fd)
         write_json(jobdir / "plan.json", plan.to_json(), mode=0o600)
 
     def _spawn(self, jobdir: Path) -> None:
         env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": _pythonpath()}
-        log = open(jobdir / "supervisor.log", "ab")  # noqa: SIM115 - handed to the child
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        log = os.fdopen(os.open(jobdir / "supervisor.log", flags, 0o600), "ab")
         try:
             proc = subprocess.Popen(
                 [self.python, "-m", "containers.supervisor", "--detach", str(jobdir)],
@@ -542,10 +665,6 @@ def _memory_limit(launch: Launch, placed_mb: int, cpus: int, gpus: int) -> int:
     if spec.mem_per_gpu_mb and gpus:
         return spec.mem_per_gpu_mb * gpus
     return 0
-
-
-def _step_key(step_id: str) -> tuple[int, str]:
-    return (int(step_id), "") if step_id.isdigit() else (1 << 30, step_id)
 
 
 def user_and_group(uid: int) -> tuple[str, int, str]:

@@ -6,6 +6,8 @@ import contextlib
 import os
 import signal
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from containers.proc import (
@@ -16,10 +18,11 @@ from containers.proc import (
     signal_processes,
     tree_rss_kb,
 )
+from containers.proctrack import ATTEMPT_VAR, ProcessTracker, end_attempt
 from containers.spool import JobPlan
 from gateway.model.job import wait_status
 
-__all__ = ["BatchRunner", "OpenedIO", "ProcessRunner", "StartError", "open_job_io"]
+__all__ = ["BatchRunner", "OpenedIO", "ProcessRunner", "StartError", "Tracking", "open_job_io"]
 
 
 class StartError(Exception):
@@ -42,19 +45,23 @@ class OpenedIO:
 
 def open_job_io(plan: JobPlan) -> OpenedIO:
     """Open the files as slurmstepd does: as the user, create or append/truncate, 0666 & ~umask."""
-    mode = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
+    mode = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK
     mode |= os.O_APPEND if plan.open_append else os.O_TRUNC
     old_umask = os.umask(plan.umask)
     opened: list[int] = []
     try:
+        # As the user (effective ids), so their permissions decide what may be opened and
+        # symlinks lead only where the user could go; never blocking (a FIFO without a
+        # peer would hang root's supervisor: it fails or reads EOF instead).
         with as_user(plan.uid, plan.gid, plan.groups):
-            stdin = os.open(plan.stdin, os.O_RDONLY | os.O_CLOEXEC)
+            flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK
+            stdin = _blocking(os.open(plan.stdin, flags))
             opened.append(stdin)
-            stdout = os.open(plan.stdout, mode, 0o666)
+            stdout = _blocking(os.open(plan.stdout, mode, 0o666))
             opened.append(stdout)
             stderr = stdout
             if plan.stderr is not None and plan.stderr != plan.stdout:
-                stderr = os.open(plan.stderr, mode, 0o666)
+                stderr = _blocking(os.open(plan.stderr, mode, 0o666))
     except OSError as exc:
         for fd in opened:
             os.close(fd)
@@ -62,6 +69,12 @@ def open_job_io(plan: JobPlan) -> OpenedIO:
     finally:
         os.umask(old_umask)
     return OpenedIO(stdin, stdout, stderr)
+
+
+def _blocking(fd: int) -> int:
+    """The job gets ordinary blocking descriptors."""
+    os.set_blocking(fd, True)
+    return fd
 
 
 class BatchRunner(Protocol):
@@ -88,12 +101,24 @@ class BatchRunner(Protocol):
         ...
 
 
-class ProcessRunner:
-    """The script as a process in its own session, as the job's user (slurmstepd's way)."""
+@dataclass(frozen=True, slots=True)
+class Tracking:
+    """The attempt's process group, and the file whose presence means the attempt was ended
+    by the backend (a script that joins after that must not run)."""
 
-    def __init__(self, plan: JobPlan, io: OpenedIO) -> None:
+    tracker: ProcessTracker
+    attempt: str
+    ended_file: Path
+
+
+class ProcessRunner:
+    """The script as a process in its own session, as the job's user (slurmstepd's way),
+    inside the attempt's process group (cgroup) when `tracking` is given."""
+
+    def __init__(self, plan: JobPlan, io: OpenedIO, tracking: Tracking | None = None) -> None:
         self.plan = plan
         self.io = io
+        self.tracking = tracking
         self.pid = 0
         self._status: int | None = None
 
@@ -101,8 +126,13 @@ class ProcessRunner:
         plan = self.plan
         env = dict(plan.env)
         argv = [plan.script, *plan.args]
+        tracking = self.tracking
+        if tracking is not None:
+            env[ATTEMPT_VAR] = f"{tracking.tracker.namespace}/{tracking.attempt}"
         pid = os.fork()
         if pid == 0:  # child: never returns
+            if tracking is not None:
+                _join(tracking)
             try:
                 os.setsid()
                 child_reset()
@@ -149,6 +179,12 @@ class ProcessRunner:
                 os.kill(self.pid, sig)
 
     def signal_all(self, sig: int) -> None:
+        tracking = self.tracking
+        if tracking is not None:  # the whole cgroup: what escaped the session too
+            if sig == signal.SIGKILL:
+                tracking.tracker.kill_all(tracking.attempt)
+            else:
+                tracking.tracker.signal(tracking.attempt, sig)
         if self.pid:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, sig)
@@ -162,14 +198,20 @@ class ProcessRunner:
 
     def cleanup(self) -> None:
         deadline = time.monotonic() + 5.0
+        tracking = self.tracking
+        gone = tracking is None
         while time.monotonic() < deadline:
+            if tracking is not None and not gone:
+                _, gone = end_attempt(tracking.tracker, tracking.attempt, 0.0)
             left = descendants()
-            if not left:
+            if not left and gone:
                 break
             signal_processes(left, signal.SIGKILL)
             self._reap_all()
             time.sleep(0.02)
         self._reap_all()
+        if tracking is not None and tracking.tracker.ended(tracking.attempt):
+            tracking.tracker.remove(tracking.attempt)
         self.io.close()
 
     def _reap_all(self) -> None:
@@ -180,6 +222,19 @@ class ProcessRunner:
                 return
             if pid == 0:
                 return
+
+
+def _join(tracking: Tracking) -> None:
+    """In the forked child, still root: join the attempt's group before anything else, then
+    make sure the attempt was not ended meanwhile (ended first, joined after: never run)."""
+    try:
+        tracking.tracker.add(tracking.attempt, os.getpid())
+    except BaseException as exc:  # noqa: BLE001 - never run untracked
+        with contextlib.suppress(BaseException):
+            os.write(2, f"slurmstepd: error: cannot join the job's cgroup: {exc}\n".encode())
+        os._exit(127)
+    if tracking.ended_file.exists():
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _to_slurm_status(status: int) -> int:

@@ -1,24 +1,34 @@
-"""The local backend's spool: one directory per job, written atomically, read by anyone.
+"""The local backend's spool: one directory per job, written atomically, read defensively.
 
-Layout of `<spool>/jobs/<job_id>/` (root-owned 0711 when the backend runs as root):
+Layout of `<spool>/jobs/<job_id>[.<run>]/` (root-owned 0711 when the backend runs as root):
 
-- `plan.json`       what the supervisor executes (JobPlan), written before it starts
-- `slurm_script`    the batch script, owned by the job's user
-- `spawned`         marker: a supervisor was started for this job (submit is idempotent)
-- `supervisor.json` the supervisor's pid and process start time, and the job's start time
-- `result.json`     how the job ended (JobResult), written once, last
-- `ctl/`            requests to the supervisor (cancel, signal), one file each
-- `steps/`          one JSON record per step (`batch` by the supervisor, `N` by srun);
-                    owned by the job's user so that srun, running as the user, can write
+- `plan.json`         what the supervisor executes (JobPlan, with the environment: 0600)
+- `slurm_script`      the batch script, owned by the job's user, 0700
+- `spawned`           marker: a supervisor was started for this job (submit is idempotent)
+- `supervisor.json`   the supervisor's pid and process start time, and the job's start time
+- `supervisor.log`    the supervisor's own stderr (0600)
+- `batch_step.json`   the `batch` step, written by the supervisor
+- `closed_steps.json` srun steps the supervisor closed (killed with the job): they override
+                      srun's own records
+- `result.json`       how the job ended (JobResult), written once, last
+- `ctl/`              requests to the supervisor (cancel, signal), one file each (root, 0700)
+- `steps/`            one record per srun step (`N.json`), owned by the job's user so that
+                      srun, running as the user, can write them
 
-Every write goes to a temporary name in the same directory and is renamed into place.
+Privilege rule (slurmstepd's): root writes only into directories it owns (`write_json`
+checks), and reads the user's `steps/` only through `read_owned_json` (a directory
+descriptor, no symlinks, regular files of the user, bounded size) and `parse_step` (every
+field checked), so nothing a user puts there makes root touch another file, block or bloat.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
-import tempfile
+import secrets
+import stat
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,38 +38,117 @@ from gateway.model.job import Step
 from gateway.model.state import JobState, Reason
 
 __all__ = [
+    "RECORD_LIMIT",
     "ContainerPlan",
     "JobPlan",
     "JobResult",
     "SupervisorInfo",
+    "open_dir",
+    "parse_step",
     "read_json",
+    "read_owned_json",
     "read_step",
     "step_to_json",
     "write_json",
 ]
 
+RECORD_LIMIT = 256 * 1024  # the largest step record read from a user's directory
+_DOCUMENT_LIMIT = 64 * 1024 * 1024  # the largest root-owned spool document (plan.json)
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
-def write_json(path: Path, data: Any, mode: int = 0o644) -> None:
-    """Write `data` as JSON to `path` atomically (temporary file, fsync, rename)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+
+def write_json(path: Path, data: Any, mode: int = 0o600) -> None:
+    """Write `data` as JSON to `path` atomically (temporary file, fchmod, fsync, rename).
+
+    Precondition: `path.parent` belongs to this process's effective uid and nobody else may
+    write to it (raises PermissionError otherwise). In a directory another user can write,
+    that user could rename, replace or swap the temporary file; root must never do this in
+    a job user's directory (srun writes those records itself, as the user).
+    """
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        st = os.fstat(dir_fd)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise PermissionError(
+                f"write_json: {path.parent} is not private to uid {os.geteuid()} "
+                f"(owner {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o})"
+            )
+        tmp = f".{path.name}.{secrets.token_hex(6)}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(data, fh, sort_keys=True)
+                fh.flush()
+                os.fchmod(fh.fileno(), mode)
+                os.fsync(fh.fileno())
+            os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+    finally:
+        os.close(dir_fd)
 
 
-def read_json(path: Path) -> Any | None:
-    """The JSON document at `path`, or None when it is missing or not (yet) valid."""
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, UnicodeDecodeError):
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
+
+
+def _read_fd(fd: int, limit: int, owner: int | None) -> Any | None:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
         return None
+    if owner is not None and st.st_uid != owner:
+        return None
+    data = os.read(fd, limit + 1)
+    if len(data) > limit:
+        return None
+    try:
+        return json.loads(data, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError too
+        return None
+
+
+def read_json(path: Path, limit: int = _DOCUMENT_LIMIT) -> Any | None:
+    """The JSON document at `path`, or None when it is missing, not (yet) valid, not a
+    regular file (a symlink is not followed, a FIFO does not block) or larger than `limit`."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        return _read_fd(fd, limit, None)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def open_dir(path: Path) -> int | None:
+    """A descriptor of the directory `path` (its last component not followed), or None."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def read_owned_json(dir_fd: int, name: str, owner: int, limit: int = RECORD_LIMIT) -> Any | None:
+    """The JSON document `name` in the directory `dir_fd` if it is a regular file of uid
+    `owner` no larger than `limit` (no symlink followed, no FIFO or device opened for
+    reading in blocking mode), else None. For files in directories a user controls."""
+    if "/" in name or name in ("", ".", ".."):
+        return None
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        return _read_fd(fd, limit, owner)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,32 +288,84 @@ def step_to_json(step: Step) -> dict[str, Any]:
     }
 
 
-def read_step(path: Path, job_id: int) -> Step | None:
-    """A step record (written by the supervisor or, as the job's user, by srun); None if bad."""
-    data = read_json(path)
+_STEP_STATES = frozenset(
+    {
+        JobState.RUNNING,
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+        JobState.TIMEOUT,
+        JobState.OUT_OF_MEMORY,
+        JobState.NODE_FAIL,
+    }
+)
+_MAX_TEXT = 1024
+_MAX_ITEMS = 64
+
+
+def _int(value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"not an integer in [{low}, {high}]: {value!r}")
+    return value
+
+
+def _time(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"not a time: {value!r}")
+    t = float(value)
+    if not math.isfinite(t) or not 0 <= t < 1e11:
+        raise ValueError(f"not a time: {value!r}")
+    return t
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > _MAX_TEXT:
+        raise ValueError("not a short string")
+    return value
+
+
+def parse_step(data: Any, job_id: int, step_id: str | None = None) -> Step | None:
+    """A step from its record, every field type- and range-checked (srun's records are
+    written by the job's user); None if anything is off. `step_id`: what the record must
+    say it is (its file name), so a record cannot stand in for another step."""
     if not isinstance(data, dict):
         return None
     try:
+        sid = _text(data["step_id"])
+        if step_id is not None and sid != step_id:
+            return None
+        state = JobState.parse(_text(data["state"]))
+        if state not in _STEP_STATES:
+            return None
+        nodes = data.get("nodes", [])
+        extra = data.get("extra", {})
+        if not isinstance(nodes, list) or len(nodes) > _MAX_ITEMS:
+            return None
+        if not isinstance(extra, dict) or len(extra) > _MAX_ITEMS:
+            return None
         return Step(
             job_id=job_id,
-            step_id=str(data["step_id"]),
-            name=str(data.get("name", "")),
-            state=JobState.parse(str(data["state"])),
-            start_time=_opt_float(data.get("start_time")),
-            end_time=_opt_float(data.get("end_time")),
-            exit_code=int(data.get("exit_code", 0)),
-            nodes=tuple(str(n) for n in data.get("nodes", ())),
-            ntasks=int(data.get("ntasks", 1)),
-            cpus=int(data.get("cpus", 0)),
-            max_rss_kb=int(data.get("max_rss_kb", 0)),
-            extra={str(k): str(v) for k, v in dict(data.get("extra", {})).items()},
+            step_id=sid,
+            name=_text(data.get("name", "")),
+            state=state,
+            start_time=_time(data.get("start_time")),
+            end_time=_time(data.get("end_time")),
+            exit_code=_int(data.get("exit_code", 0), 0, 0xFFFF),
+            nodes=tuple(_text(n) for n in nodes),
+            ntasks=_int(data.get("ntasks", 1), 0, 1 << 24),
+            cpus=_int(data.get("cpus", 0), 0, 1 << 24),
+            max_rss_kb=_int(data.get("max_rss_kb", 0), 0, 1 << 50),
+            extra={_text(k): _text(v) for k, v in extra.items()},
         )
     except (TypeError, KeyError, ValueError):
         return None
 
 
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
+def read_step(path: Path, job_id: int) -> Step | None:
+    """A step record in a root-owned place (the supervisor's); None if missing or bad."""
+    return parse_step(read_json(path, RECORD_LIMIT), job_id)
 
 
 def now() -> float:

@@ -88,7 +88,7 @@ def _allocate_step(step_dir: Path | None) -> tuple[int, Path | None]:
     while True:
         path = step_dir / f"{n}.json"
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         except FileExistsError:
             n += 1
             continue
@@ -97,10 +97,16 @@ def _allocate_step(step_dir: Path | None) -> tuple[int, Path | None]:
 
 
 def _record(path: Path | None, data: dict[str, Any]) -> None:
+    """Replace the step's record atomically. srun runs as the job's user in the user's own
+    `steps/`; the supervisor and gateway read it as root (containers.steprecords)."""
     if path is None:
         return
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(data, sort_keys=True))
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    with os.fdopen(os.open(tmp, flags, 0o600), "w") as fh:
+        fh.write(json.dumps(data, sort_keys=True))
     os.replace(tmp, path)
 
 

@@ -28,15 +28,17 @@ from typing import Any
 import psutil
 
 from containers.proc import descendants, set_child_subreaper
-from containers.runner import BatchRunner, OpenedIO, ProcessRunner, StartError, open_job_io
-from containers.spool import (
-    JobPlan,
-    JobResult,
-    read_json,
-    read_step,
-    step_to_json,
-    write_json,
+from containers.proctrack import ENDED_FILE, RECORD_FILE, from_record
+from containers.runner import (
+    BatchRunner,
+    OpenedIO,
+    ProcessRunner,
+    StartError,
+    Tracking,
+    open_job_io,
 )
+from containers.spool import JobPlan, JobResult, read_json, step_to_json, write_json
+from containers.steprecords import BATCH_STEP, CLOSED_STEPS, read_steps, srun_records
 from gateway.model.job import Step, exit_code_pair, wait_status
 from gateway.model.state import JobState, Reason
 
@@ -100,16 +102,11 @@ class Supervisor:
         """Task processes of running srun steps that really are the job's processes."""
         mine = {p.pid: p for p in descendants()}
         out: list[psutil.Process] = []
-        with contextlib.suppress(FileNotFoundError):
-            for path in (self.dir / "steps").glob("*.json"):
-                if path.stem == "batch":
-                    continue
-                data = read_json(path)
-                if not isinstance(data, dict) or data.get("state") != "RUNNING":
-                    continue
-                for pid in data.get("task_pids", ()):
-                    if isinstance(pid, int) and pid in mine:
-                        out.append(mine[pid])
+        for data in srun_records(self.dir, self.plan.uid).values():
+            pids = data.get("task_pids")
+            if data.get("state") != "RUNNING" or not isinstance(pids, list):
+                continue
+            out.extend(mine[pid] for pid in pids if isinstance(pid, int) and pid in mine)
         return out
 
     def _signal_steps(self, sig: int) -> None:
@@ -154,7 +151,14 @@ class Supervisor:
             from containers.docker_runner import ContainerRunner
 
             return ContainerRunner(self.plan, io)
-        return ProcessRunner(self.plan, io)
+        return ProcessRunner(self.plan, io, self._tracking())
+
+    def _tracking(self) -> Tracking | None:
+        """The attempt's process group the backend made (None: an old spool without one)."""
+        found = from_record(read_json(self.dir / RECORD_FILE))
+        if found is None:
+            return None
+        return Tracking(found[0], found[1], self.dir / ENDED_FILE)
 
     def run(self) -> int:
         plan = self.plan
@@ -168,6 +172,13 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self._on_sigterm)
         signal.signal(signal.SIGINT, self._on_sigterm)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        if (self.dir / ENDED_FILE).exists():  # requeued or lost before it started: never run
+            self._finish(
+                JobResult(
+                    JobState.CANCELLED, 0, 0, Reason.NONE, start, time.time(), message="ended"
+                )
+            )
+            return 0
         self._write_batch_step(JobState.RUNNING, start, None, 0)
         try:
             self.io = open_job_io(plan)
@@ -290,28 +301,28 @@ class Supervisor:
         self._finish(result)
 
     def _close_steps(self, end: float) -> list[Step]:
-        """srun steps still RUNNING when the job ended were killed with it."""
+        """srun steps still RUNNING when the job ended were killed with it. The verdict goes
+        into the supervisor's own `closed_steps.json` (never into the user's `steps/`)."""
         steps: list[Step] = []
-        with contextlib.suppress(FileNotFoundError):
-            for path in sorted((self.dir / "steps").glob("*.json")):
-                step = read_step(path, self.plan.job_id)
-                if step is None:
-                    continue
-                if step.state is JobState.RUNNING and step.step_id != "batch":
-                    step = Step(
-                        job_id=step.job_id,
-                        step_id=step.step_id,
-                        name=step.name,
-                        state=JobState.CANCELLED,
-                        start_time=step.start_time,
-                        end_time=end,
-                        exit_code=wait_status(signal=signal.SIGKILL),
-                        nodes=step.nodes,
-                        ntasks=step.ntasks,
-                        cpus=step.cpus,
-                    )
-                    write_json(path, step_to_json(step))
-                steps.append(step)
+        closed: dict[str, object] = {}
+        for step in read_steps(self.dir, self.plan.job_id, self.plan.uid):
+            if step.state is JobState.RUNNING and step.step_id != "batch":
+                step = Step(
+                    job_id=step.job_id,
+                    step_id=step.step_id,
+                    name=step.name,
+                    state=JobState.CANCELLED,
+                    start_time=step.start_time,
+                    end_time=end,
+                    exit_code=wait_status(signal=signal.SIGKILL),
+                    nodes=step.nodes,
+                    ntasks=step.ntasks,
+                    cpus=step.cpus,
+                )
+                closed[step.step_id] = step_to_json(step)
+            steps.append(step)
+        if closed:
+            write_json(self.dir / CLOSED_STEPS, closed)
         return steps
 
     def _write_batch_step(
@@ -331,9 +342,7 @@ class Supervisor:
             cpus=plan.cpus,
             max_rss_kb=self.max_rss_kb,
         )
-        steps = self.dir / "steps"
-        if steps.is_dir():
-            write_json(steps / "batch.json", step_to_json(step))
+        write_json(self.dir / BATCH_STEP, step_to_json(step))
 
     def _finish(self, result: JobResult) -> None:
         data = result.to_json()
@@ -361,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     if detach:
         _detach()
     os.chdir("/")
+    os.umask(0o077)  # what the supervisor itself creates is private
     return Supervisor(Path(args[0])).run()
 
 

@@ -19,22 +19,24 @@ import uvicorn
 
 from gateway.api.app import build_app
 from gateway.api.fastpath import sbatch_fast_path
-from gateway.api.peercred import PeerCredProtocol
+from gateway.api.limits import ConnectionLimits, raise_nofile
+from gateway.api.peercred import bounded_protocol
 from gateway.control.backends import make_backends
 from gateway.control.config import GatewayConfig, load_config
 from gateway.control.gateway import Gateway
-from gateway.store.sqlite import SqliteStore
+from gateway.store.startup import Reporter, StartupError, open_store, secure_home
 
 __all__ = ["main", "serve"]
 
 log = logging.getLogger("caldera.daemon")
 
 
-async def serve(config: GatewayConfig) -> None:
-    """Run the gateway until SIGTERM/SIGINT."""
-    config.home.mkdir(parents=True, exist_ok=True)
+async def serve(config: GatewayConfig, ready: Reporter | None = None) -> None:
+    """Run the gateway until SIGTERM/SIGINT; `ready` hears once it serves."""
+    nofile = raise_nofile()  # every local user may connect: room for their connections
+    secure_home(config.home)
     config.spool_dir.mkdir(parents=True, exist_ok=True)
-    store = SqliteStore(config.db_path)
+    store = open_store(config.db_path)
     backends, sites = make_backends(config)
     gw = Gateway(config, store, backends, sites=sites)
     await gw.start()
@@ -45,17 +47,31 @@ async def serve(config: GatewayConfig) -> None:
         hub = AgentHub(config, gw)
         hub.start()
     app = sbatch_fast_path(build_app(gw), gw)
+    limits = ConnectionLimits(
+        idle_timeout_s=config.api_idle_timeout_s,
+        per_user=config.api_max_connections_per_user,
+        per_operator=config.api_max_connections_operator,
+        operators=config.operators,
+    )
+    log.info(
+        "API: %d open files allowed; %d connections per user (%d per operator), idle ones "
+        "closed after %gs",
+        nofile,
+        limits.per_user,
+        limits.per_operator,
+        limits.idle_timeout_s,
+    )
     if config.socket_path.exists():
         config.socket_path.unlink()
     uv = uvicorn.Config(
         app,
         uds=str(config.socket_path),
-        http=PeerCredProtocol,
+        http=bounded_protocol(limits),
         loop="none",
         lifespan="off",
         log_level="warning",
         access_log=False,
-        timeout_keep_alive=30,
+        timeout_keep_alive=max(1, round(config.api_idle_timeout_s)),
     )
     server = uvicorn.Server(uv)
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
@@ -69,6 +85,8 @@ async def serve(config: GatewayConfig) -> None:
             await asyncio.sleep(0.01)
         os.chmod(config.socket_path, config.socket_mode)
         pid_file.write_text(f"{os.getpid()}\n")
+        if ready is not None and not serve_task.done():
+            ready("ready")
         await serve_task
     finally:
         if hub is not None:
@@ -88,14 +106,31 @@ def main(argv: list[str] | None = None) -> int:
         level=os.environ.get("CALDERA_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    config = load_config(home)
+    ready = Reporter()
     try:
-        import uvloop
-
-        uvloop.run(serve(config))
-    except ImportError:
-        asyncio.run(serve(config))
+        config = load_config(home)
+        try:
+            import uvloop
+        except ImportError:
+            asyncio.run(serve(config, ready))
+        else:
+            uvloop.run(serve(config, ready))
+    except StartupError as exc:
+        log.error("the gateway does not start: %s", exc)
+        ready(f"error: {exc}")
+        return 1
+    except Exception as exc:  # the reason goes to `caldera up`, the trace to the log
+        log.exception("the gateway does not start")
+        ready(f"error: {_reason(exc)}")
+        return 1
     return 0
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for `caldera up`: the operating system's words for an OSError."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return f"{type(exc).__name__}: {exc}"
 
 
 if __name__ == "__main__":

@@ -16,10 +16,13 @@ import time
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import FastAPI, HTTPException, Path, Query, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from gateway.api.errors import install_validation_handler
 from gateway.api.peercred import PEER_KEY
+from gateway.api.privacy import script_answer
 from gateway.compat.errors import CompatError
 from gateway.compat.optypes import EarlyExit, ParseContext
 from gateway.compat.sbatch import first_pass
@@ -36,7 +39,7 @@ from gateway.model.codec import (
 )
 from gateway.model.job import Job, Step
 from gateway.model.state import JobState
-from gateway.store.base import JobQuery
+from gateway.store.base import JobQuery, StoreError
 
 __all__ = ["build_app"]
 
@@ -44,6 +47,10 @@ log = logging.getLogger("caldera.api")
 
 API_VERSION = "v1"
 MAX_BODY = 16 * 1024 * 1024  # a 4 MiB script plus its environment, with room to spare
+MAX_TARGETS = 4_000_000  # jobs and array tasks named in one request (as one id may name)
+MAX_ID = 2**32 - 1  # job ids and uids are 32-bit, as in Slurm (and parse_targets)
+JobIdText = Annotated[str, Field(max_length=1024)]
+ShortText = Annotated[str, Field(max_length=1024)]
 
 
 class SbatchBody(BaseModel):
@@ -57,6 +64,8 @@ class SbatchBody(BaseModel):
     host: str = Field(default="localhost", max_length=255)
     located: bool = True  # False: the client guessed the script instead of asking first
     script_operand: str | None = Field(default=None, max_length=4096)
+    token: str | None = Field(default=None, min_length=8, max_length=128)  # idempotency
+    retry: bool = False  # the client lost the answer to this token's earlier attempt
 
 
 class LocateBody(BaseModel):
@@ -68,19 +77,19 @@ class LocateBody(BaseModel):
 class SignalBody(BaseModel):
     """scancel: ids and/or filters."""
 
-    ids: list[str] = Field(default_factory=list, max_length=100_000)
+    ids: list[JobIdText] = Field(default_factory=list, max_length=100_000)
     signal: int | None = Field(default=None, ge=1, le=64)
     batch_only: bool = False
-    user: str | None = None
-    name: str | None = None
-    states: list[str] | None = None
-    partition: str | None = None
+    user: ShortText | None = None
+    name: ShortText | None = None
+    states: list[ShortText] | None = Field(default=None, max_length=64)
+    partition: ShortText | None = None
 
 
 class IdsBody(BaseModel):
     """hold / release / requeue."""
 
-    ids: list[str] = Field(min_length=1, max_length=100_000)
+    ids: list[JobIdText] = Field(min_length=1, max_length=100_000)
     user_hold: bool = True
     hold_after: bool = False
 
@@ -89,7 +98,7 @@ class UpdateBody(BaseModel):
     """scontrol update JobId=... Key=Value..."""
 
     id: str = Field(min_length=1, max_length=256)
-    fields: dict[str, str] = Field(min_length=1)
+    fields: dict[ShortText, str] = Field(min_length=1, max_length=256)
 
 
 class AccessDenied(HTTPException):
@@ -149,6 +158,8 @@ async def submit_answer(gw: Gateway, caller: Caller, body: SbatchBody) -> dict[s
         host=body.host,
         located=body.located,
         script_operand=body.script_operand,
+        token=body.token,
+        retry=body.retry,
     )
     out = await gw.sbatch(call, caller)
     need = out.need_script
@@ -164,13 +175,27 @@ async def submit_answer(gw: Gateway, caller: Caller, body: SbatchBody) -> dict[s
 
 
 def _targets(ids: list[str]) -> list[Target]:
+    """Parsed job ids; at most MAX_TARGETS jobs and array tasks in one request."""
     out: list[Target] = []
+    count = 0
     for text in ids:
         parsed = parse_targets(text)
         if parsed is None:
             raise HTTPException(400, {"code": 2017, "message": f"Invalid job id specified: {text}"})
+        count += sum(1 if t.tasks is None else len(t.tasks) for t in parsed)
+        if count > MAX_TARGETS:
+            message = f"Invalid job id specified: more than {MAX_TARGETS} jobs and tasks at once"
+            raise HTTPException(400, {"code": 2017, "message": message})
         out.extend(parsed)
     return out
+
+
+def _states(names: list[str] | None) -> set[JobState]:
+    """Job states by name, or 400 with Slurm's message for the first unknown one."""
+    try:
+        return {JobState.parse(s) for s in names or ()}
+    except ValueError as exc:
+        raise HTTPException(400, {"code": 0, "message": str(exc)}) from exc
 
 
 def _results(results: list[ops.OpResult]) -> dict[str, Any]:
@@ -262,6 +287,13 @@ def build_app(gw: Gateway) -> FastAPI:
         description="Slurm-compatible job gateway: submit, watch and control batch jobs.",
         max_body_size=MAX_BODY,
     )
+    install_validation_handler(app)
+
+    @app.exception_handler(StoreError)
+    async def store_failed(request: Request, exc: StoreError) -> JSONResponse:
+        """The store failed (disk full, database locked): say why, as Slurm's commands do."""
+        log.error("%s %s: %s", request.method, request.url.path, exc)
+        return JSONResponse({"detail": {"code": 1, "message": exc.cause}}, status_code=503)
 
     @app.get(f"/{API_VERSION}/ping")
     async def ping(request: Request) -> dict[str, Any]:
@@ -313,7 +345,9 @@ def build_app(gw: Gateway) -> FastAPI:
         }
 
     @app.get(f"/{API_VERSION}/jobs/{{job_id}}")
-    async def job(request: Request, job_id: int) -> dict[str, Any]:
+    async def job(
+        request: Request, job_id: Annotated[int, Path(ge=0, le=MAX_ID)]
+    ) -> dict[str, Any]:
         """One job and, for an array, all its records."""
         _caller(request, gw)
         found = await gw.find(job_id)
@@ -322,13 +356,20 @@ def build_app(gw: Gateway) -> FastAPI:
         members = await gw.array_members(found.array_job_id) if found.array_job_id else [found]
         return {"now": time.time(), "site": _site(gw), "jobs": [job_to_dict(j) for j in members]}
 
+    @app.get(f"/{API_VERSION}/jobs/{{job_id}}/script")
+    async def script(
+        request: Request, job_id: Annotated[int, Path(ge=0, le=MAX_ID)]
+    ) -> dict[str, Any]:
+        """The batch script and environment of a job: its owner and operators only."""
+        return await script_answer(gw, _caller(request, gw), job_id)
+
     @app.post(f"/{API_VERSION}/jobs/signal")
     async def signal(request: Request, body: SignalBody) -> dict[str, Any]:
         """scancel: cancel or signal jobs by id and/or filters."""
         caller = _caller(request, gw)
         targets = _targets(body.ids)
         if body.user or body.name or body.states or body.partition:
-            states = {JobState.parse(s) for s in body.states or ()}
+            states = _states(body.states)
             chosen = [
                 j
                 for j in gw.visible_jobs()
@@ -398,20 +439,17 @@ def build_app(gw: Gateway) -> FastAPI:
     @app.get(f"/{API_VERSION}/accounting")
     async def accounting(
         request: Request,
-        ids: Annotated[list[int] | None, Query()] = None,
-        uids: Annotated[list[int] | None, Query()] = None,
+        ids: Annotated[list[Annotated[int, Field(ge=0, le=MAX_ID)]] | None, Query()] = None,
+        uids: Annotated[list[Annotated[int, Field(ge=0, le=MAX_ID)]] | None, Query()] = None,
         states: Annotated[list[str] | None, Query()] = None,
-        start: float | None = None,
-        end: float | None = None,
+        start: Annotated[float | None, Query(allow_inf_nan=False)] = None,
+        end: Annotated[float | None, Query(allow_inf_nan=False)] = None,
         names: Annotated[list[str] | None, Query()] = None,
         partitions: Annotated[list[str] | None, Query()] = None,
     ) -> dict[str, Any]:
         """Jobs and steps for sacct."""
         _caller(request, gw)
-        try:
-            parsed_states = [JobState.parse(s) for s in states] if states else None
-        except ValueError as exc:
-            raise HTTPException(400, {"code": 0, "message": str(exc)}) from exc
+        parsed_states = list(_states(states)) if states else None
         q = JobQuery(
             job_ids=ids,
             users=uids,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
 
 import orjson
 from pydantic import ValidationError
@@ -25,6 +24,7 @@ from gateway.api.app import (
     caller_from_scope,
     submit_answer,
 )
+from gateway.api.errors import validation_detail
 from gateway.control.gateway import Gateway
 
 __all__ = ["MAX_BODY", "sbatch_fast_path"]
@@ -73,29 +73,6 @@ async def _read_body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-def _plain(value: object) -> object:
-    """An error's input as JSON can carry it (invalid JSON arrives as bytes)."""
-    if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", "replace")
-    return value
-
-
-def _validation_detail(exc: ValidationError) -> list[dict[str, Any]]:
-    """pydantic's errors as FastAPI reports a body's: loc prefixed with "body"."""
-    out = []
-    for err in exc.errors(include_url=False):
-        item: dict[str, Any] = {
-            "type": err["type"],
-            "loc": ["body", *err["loc"]],
-            "msg": err["msg"],
-            "input": _plain(err.get("input")),
-        }
-        if "ctx" in err:
-            item["ctx"] = {k: str(v) for k, v in err["ctx"].items()}
-        out.append(item)
-    return out
-
-
 def sbatch_fast_path(app: ASGIApp, gw: Gateway) -> ASGIApp:
     """`app` with POST /v1/sbatch answered directly."""
 
@@ -120,7 +97,9 @@ def sbatch_fast_path(app: ASGIApp, gw: Gateway) -> ASGIApp:
             await _answer(send, 401, {"detail": exc.detail})
             return
         except ValidationError as exc:
-            await _answer(send, 422, {"detail": _validation_detail(exc)})
+            await _answer(
+                send, 422, {"detail": validation_detail(exc.errors(include_url=False), ("body",))}
+            )
             return
         except Exception:
             log.exception("POST %s failed", _PATH)

@@ -37,6 +37,8 @@ def call(method: str, url: str, body: Any = None) -> Any:
     try:
         status, data = _CLIENT.request(method, url, body)
     except FastClientError as exc:
+        if not exc.connect:  # it was reached, then failed: not "not running"
+            raise GatewayError(f"Socket timed out on send/recv operation ({exc})") from exc
         raise GatewayError(
             "Unable to contact slurm controller (connect failure): the Caldera gateway is not "
             f"running ({exc}); start it with: caldera up"

@@ -20,11 +20,21 @@ if TYPE_CHECKING:
 
     Socket = _socket.socket
 
-__all__ = ["FastClient", "FastClientError"]
+__all__ = ["AnswerLost", "FastClient", "FastClientError"]
 
 
 class FastClientError(Exception):
-    """The gateway could not be reached or answered something unexpected."""
+    """The gateway could not be reached (`connect`: no connection was made) or answered
+    something unexpected."""
+
+    def __init__(self, message: str, connect: bool = False) -> None:
+        super().__init__(message)
+        self.connect = connect
+
+
+class AnswerLost(FastClientError):
+    """The request was sent (perhaps acted on) but the connection ended before the answer:
+    the gateway stopped or restarted meanwhile."""
 
 
 class FastClient:
@@ -44,7 +54,7 @@ class FastClient:
                 sock.connect(self.path)
             except OSError as exc:
                 sock.close()
-                raise FastClientError(f"{self.path}: {exc.strerror or exc}") from exc
+                raise FastClientError(f"{self.path}: {exc.strerror or exc}", True) from exc
             self._sock = sock
             self._buf = b""
         return self._sock
@@ -53,7 +63,7 @@ class FastClient:
         while marker not in self._buf:
             chunk = sock.recv(65536)
             if not chunk:
-                raise FastClientError("connection closed by the gateway")
+                raise AnswerLost("connection closed by the gateway")
             self._buf += chunk
         head, _, self._buf = self._buf.partition(marker)
         return head
@@ -62,7 +72,7 @@ class FastClient:
         while len(self._buf) < n:
             chunk = sock.recv(max(65536, n - len(self._buf)))
             if not chunk:
-                raise FastClientError("connection closed by the gateway")
+                raise AnswerLost("connection closed by the gateway")
             self._buf += chunk
         data, self._buf = self._buf[:n], self._buf[n:]
         return data
@@ -76,11 +86,16 @@ class FastClient:
         ).encode()
         sock = self._connect()
         try:
-            sock.sendall(head + payload)
+            # MSG_NOSIGNAL: a gateway gone mid-request is EPIPE here, never a SIGPIPE death
+            # (the shims restore SIGPIPE's default action for `squeue | head`)
+            sock.sendall(head + payload, _socket.MSG_NOSIGNAL)
             status_and_headers = self._read_until(sock, b"\r\n\r\n").decode("latin-1")
+        except AnswerLost:
+            self.close()
+            raise
         except OSError as exc:
             self.close()
-            raise FastClientError(f"{self.path}: {exc}") from exc
+            raise AnswerLost(f"{self.path}: {exc.strerror or exc}") from exc
         lines = status_and_headers.split("\r\n")
         try:
             status = int(lines[0].split()[1])
@@ -91,12 +106,18 @@ class FastClient:
             name, _, value = line.partition(":")
             if name.strip().lower() == "content-length":
                 length = int(value.strip())
-        data = self._read_n(sock, length)
+        try:
+            data = self._read_n(sock, length)
+        except OSError as exc:
+            self.close()
+            raise AnswerLost(f"{self.path}: {exc.strerror or exc}") from exc
         if not data:
             return status, None
         try:
             return status, minijson.loads(data.decode("utf-8"))
         except ValueError as exc:
+            if status >= 500:  # a plain-text failure ("Internal Server Error")
+                return status, {"detail": data[:200].decode("utf-8", "replace")}
             raise FastClientError(f"malformed answer from the gateway: {data[:80]!r}") from exc
 
     def close(self) -> None:

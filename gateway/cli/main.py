@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO, NoReturn
 
 import click
 
@@ -47,39 +48,106 @@ def cli() -> None:
 @cli.command()
 @click.option("--foreground", is_flag=True, help="Run in this process (logs to stderr).")
 @click.option("--timeout", default=20.0, show_default=True, help="Seconds to wait for it.")
-def up(foreground: bool, timeout: float) -> None:
+@click.option(
+    "--force-damaged-store",
+    is_flag=True,
+    help="Serve a job store that fails its integrity check (see docs/operating.md).",
+)
+def up(foreground: bool, timeout: float, force_damaged_store: bool) -> None:
     """Start the gateway (store, scheduler, local backend, API on a Unix socket)."""
-    config = load_config()
+    from gateway.store.startup import FORCE_ENV, HOME_MODE, READY_ENV
+
+    try:
+        config = load_config()
+    except (OSError, ValueError) as exc:  # ValueError: a bad caldera.toml
+        _fail(f"cannot start the gateway: {exc}")
     if _ping():
         click.echo(f"caldera: gateway already running on {config.socket_path}")
         return
     config.home.mkdir(parents=True, exist_ok=True)
-    os.chmod(config.home, 0o755)  # noqa: S103 - other users must reach the socket
+    os.chmod(config.home, HOME_MODE)  # others reach the socket, and nothing else
+    env = dict(os.environ, CALDERA_HOME=str(config.home))
+    if force_damaged_store:
+        env[FORCE_ENV] = os.environ[FORCE_ENV] = "1"
     if foreground:
         from gateway.daemon import main as daemon_main
 
         sys.exit(daemon_main([str(config.home)]))
-    log = (config.home / "gateway.log").open("ab")
-    env = dict(os.environ, CALDERA_HOME=str(config.home))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.daemon", str(config.home)],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-        env=env,
-    )
+    log_path = config.home / "gateway.log"
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    log = os.open(log_path, flags, 0o600)  # jobs' names and errors: root's only
+    os.fchmod(log, 0o600)
+    report_r, report_w = os.pipe()  # the daemon says "ready" or why not; a full disk cannot
+    env[READY_ENV] = str(report_w)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.daemon", str(config.home)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            env=env,
+            pass_fds=(report_w,),
+        )
+    finally:
+        os.close(report_w)
+        os.close(log)
     deadline = time.monotonic() + timeout
+    with os.fdopen(report_r, "rb") as report:
+        said = _read_report(report, deadline)
+    if said.startswith("error: "):
+        _died(config.home, proc, said.removeprefix("error: "))
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise click.ClickException(
-                f"the gateway exited with status {proc.returncode}; see {config.home}/gateway.log"
-            )
+            _died(config.home, proc, "it exited before answering")
         if _ping(0.5):
             click.echo(f"caldera: gateway running (pid {proc.pid}) on {config.socket_path}")
             return
         time.sleep(0.05)
-    raise click.ClickException(f"the gateway did not answer within {timeout:g} s")
+    _fail(f"the gateway (pid {proc.pid}) did not answer within {timeout:g} s; see {log_path}")
+
+
+def _read_report(report: IO[bytes], deadline: float) -> str:
+    """The daemon's one-line start-up report; "" when it closed the pipe without one (it
+    died) or said nothing before the deadline."""
+    import select
+
+    data = b""
+    while b"\n" not in data:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([report], [], [], left)[0]:
+            break
+        chunk = os.read(report.fileno(), 4096)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("utf-8", "replace").strip()
+
+
+def _died(home: Path, proc: subprocess.Popen[bytes], reason: str) -> NoReturn:
+    """Report a daemon that did not start: why, its exit status, its log's last lines."""
+    try:
+        code = proc.wait(10)
+        status = f"exit status {code}" if code >= 0 else f"killed by signal {-code}"
+    except subprocess.TimeoutExpired:
+        status = f"pid {proc.pid} still running"
+    lines = [f"the gateway did not start: {reason} ({status})"]
+    disk = os.statvfs(home)
+    if disk.f_bavail == 0 or disk.f_favail == 0:
+        lines.append(f"no space left on the file system of {home}")
+    log_path = home / "gateway.log"
+    try:
+        tail = log_path.read_text(errors="replace").splitlines()[-10:]
+    except OSError as exc:
+        tail = [f"({exc.strerror})"]
+    lines.append(f"last lines of {log_path}:")
+    lines.extend(f"  {line}" for line in tail or ["(empty)"])
+    _fail("\n".join(lines))
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"caldera: error: {message}", err=True)
+    sys.exit(1)
 
 
 @cli.command()

@@ -17,13 +17,16 @@ import posix
 import sys
 import time
 
-from gateway.cli.fastclient import FastClient, FastClientError
+from gateway.cli.fastclient import AnswerLost, FastClient, FastClientError
 from gateway.cli.paths import environ, socket_path
 
 TYPE_CHECKING = False  # typing costs ~5 ms to import; mypy is told it is True
 if TYPE_CHECKING:
+    import signal as _signal
     from collections.abc import Sequence
     from typing import Any
+else:
+    import _signal  # `signal` imports enum: milliseconds
 
 __all__ = ["main"]
 
@@ -81,6 +84,17 @@ def _guess(args: list[str], cwd: str) -> dict[str, Any] | None:
     return None
 
 
+def _environment() -> dict[str, str]:
+    """The environment sbatch sends, with SLURM_UMASK (`0022`: the caller's umask) unless
+    already set, as sbatch's `_set_umask_env`; slurmstepd applies it to the job."""
+    env = environ()
+    if "SLURM_UMASK" not in env:
+        mask = posix.umask(0)
+        posix.umask(mask)
+        env["SLURM_UMASK"] = f"{mask & 0o777:04o}"
+    return env
+
+
 def _read(path: str | None) -> str:
     if path is None:
         data = sys.stdin.buffer.read()
@@ -110,6 +124,41 @@ def _offline(args: list[str]) -> int:
         "(start it with: caldera up)\n"
     )
     return 1
+
+
+_RETRY_S = 20.0  # how long a submission whose answer was lost is retried (a restart)
+
+
+def _submit_call(client: FastClient, body: dict[str, Any]) -> Any:
+    """POST /v1/sbatch with this invocation's token. When the connection ends after the
+    request was sent (the gateway stopped or restarted: the job may be stored), send it
+    again with `retry` until the gateway answers: it finds the token's job and answers with
+    its id, or stores the job once. Raises FastClientError when it never comes back."""
+    retry = False
+    deadline = 0.0
+    delay = 0.1
+    while True:
+        try:
+            return _call(client, "/v1/sbatch", {**body, "retry": retry})
+        except AnswerLost:
+            if not retry:
+                sys.stderr.write(
+                    f"{_PROG}: error: the gateway closed the connection before answering; "
+                    "retrying (the same submission, never a second job)\n"
+                )
+                retry = True
+                deadline = time.monotonic() + _RETRY_S
+        except FastClientError:
+            if not retry:
+                raise  # never sent: the gateway is not running
+        if time.monotonic() >= deadline:
+            raise AnswerLost(
+                "Socket timed out on send/recv operation (the Caldera gateway stopped before "
+                f"answering and did not come back within {_RETRY_S:g} s; the job may exist: "
+                "check squeue)"
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, 1.0)
 
 
 def _call(client: FastClient, url: str, body: Any = None, method: str = "POST") -> Any:
@@ -159,8 +208,11 @@ def _locate(client: FastClient, args: list[str]) -> dict[str, Any] | int:
     """Ask the gateway which operand is the script; an int is the command's exit code."""
     try:
         where = _call(client, "/v1/sbatch/locate", {"argv": args})
-    except FastClientError:
-        return _offline(args)
+    except FastClientError as exc:
+        if exc.connect:
+            return _offline(args)
+        sys.stderr.write(f"{_PROG}: error: Batch job submission failed: {exc}\n")
+        return 1
     except RuntimeError as exc:
         sys.stderr.write(f"{_PROG}: error: {exc}\n")
         return 1
@@ -175,7 +227,7 @@ def _locate(client: FastClient, args: list[str]) -> dict[str, Any] | int:
 
 def _submit(client: FastClient, base: dict[str, Any], fields: dict[str, Any]) -> Any:
     try:
-        return _call(client, "/v1/sbatch", {**base, **fields})
+        return _submit_call(client, {**base, **fields})
     except (FastClientError, RuntimeError) as exc:
         sys.stderr.write(f"{_PROG}: error: Batch job submission failed: {exc}\n")
         return None
@@ -183,22 +235,43 @@ def _submit(client: FastClient, base: dict[str, Any], fields: dict[str, Any]) ->
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `sbatch` command."""
+    # a closed pipe (stdout, or the gateway's socket) is an error to report, never a silent
+    # death by SIGPIPE (exit 141) that leaves the user guessing whether the job exists
+    _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, so that a closed pipe is reported
+        return code
+    except BrokenPipeError:
+        try:  # noqa: SIM105 - contextlib costs milliseconds to import
+            sys.stderr.write(f"{_PROG}: error: write error: Broken pipe\n")
+        except OSError:
+            pass
+        return 1
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = [_PROG, *(sys.argv[1:] if argv is None else argv)]
     cwd = posix.getcwd()
     client = FastClient(socket_path())
     base = {
         "argv": args,
-        "env": environ(),
+        "env": _environment(),
         "cwd": cwd,
         "host": posix.uname().nodename.split(".")[0],
+        # one random token per invocation: a retry after a lost answer finds its job
+        "token": posix.urandom(16).hex(),
     }
     out: Any = None
     guess = _guess(args, cwd)
     if guess is not None:
         try:
-            out = _call(client, "/v1/sbatch", {**base, **guess, "located": False})
-        except FastClientError:
-            return _offline(args)
+            out = _submit_call(client, {**base, **guess, "located": False})
+        except FastClientError as exc:
+            if exc.connect:
+                return _offline(args)
+            sys.stderr.write(f"{_PROG}: error: Batch job submission failed: {exc}\n")
+            return 1
         except RuntimeError as exc:
             sys.stderr.write(f"{_PROG}: error: Batch job submission failed: {exc}\n")
             return 1

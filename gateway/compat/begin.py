@@ -251,7 +251,10 @@ def parse_time(text: str, now: float, past: bool = False) -> int:
                     pos += i - 1
                     break
                 raise TimeSpecError(pos + i, s)
-            later = _local(now + delta)
+            try:
+                later = _local(now + delta)
+            except (OverflowError, OSError, ValueError):  # past time_t: no such date
+                raise TimeSpecError(pos, s) from None
             tm.month, tm.mday, tm.year = later.tm_mon - 1, later.tm_mday, later.tm_year - 1900
             tm.hour, tm.minute, tm.second = later.tm_hour, later.tm_min, later.tm_sec
         elif not _digit(ch):

@@ -273,6 +273,8 @@ def c_uid_gid(kind: str) -> Converter:
             raise CompatError.error(f"--{kind} only permitted by root user")
         text = _req(arg)
         if text.isdigit():
+            if len(text) > 10 or int(text) >= 2**32 - 1:  # uid_t, NO_VAL excluded
+                raise CompatError.error(f"Invalid --{kind} specification")
             return int(text)
         try:
             if kind == "uid":

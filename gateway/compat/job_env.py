@@ -13,7 +13,8 @@ environment in layers, and so does `batch_environment`, each layer overwriting t
 3. slurmd, when SLURM_GET_USER_ENV is set: the user's login environment fills missing names.
 4. slurmd's batch launch (`env_array_for_batch_job`): job id, node list, CPUs per node, tasks
    per node, memory, account, QOS, ENVIRONMENT=BATCH, HOSTNAME.
-5. slurmstepd: rank ids, user, node name, topology address, GPUs (gres/gpu), TMPDIR.
+5. slurmstepd: rank ids, user, node name, topology address, GPUs (gres/gpu), TMPDIR; it
+   applies sbatch's SLURM_UMASK to the batch script and removes it (`submit_umask`).
 
 Not set (22.05 does not): SLURM_JOB_START_TIME, SLURM_JOB_END_TIME. Not set (connection
 details of a real controller): SLURM_WORKING_CLUSTER, SLURM_SRUN_COMM_*.
@@ -37,6 +38,7 @@ __all__ = [
     "compress_hostlist",
     "export_requests_user_env",
     "split_export",
+    "submit_umask",
     "task_environment",
     "tasks_per_node",
 ]
@@ -261,6 +263,17 @@ def _sbatch_layer(spec: JobSpec) -> dict[str, str]:
     return env
 
 
+def submit_umask(submit_env: Mapping[str, str], default: int = 0o022) -> int:
+    """The umask the batch script runs with: sbatch's SLURM_UMASK (octal, `0077`), else
+    `default` (slurmstepd's own)."""
+    text = submit_env.get("SLURM_UMASK", "")
+    try:
+        mask = int(text, 8)
+    except ValueError:
+        return default
+    return mask if 0 <= mask <= 0o777 else default
+
+
 def _array_layer(launch: Launch) -> dict[str, str]:
     job, spec = launch.job, launch.job.spec
     if job.array_task_id is None or spec.array is None:
@@ -357,7 +370,8 @@ def batch_environment(
     if spec.reservation:
         env["SLURM_JOB_RESERVATION"] = spec.reservation
 
-    # slurmstepd: setup_env and the batch task
+    # slurmstepd: setup_env and the batch task (set_umask applies SLURM_UMASK, then unsets it)
+    env.pop("SLURM_UMASK", None)
     if slurm_conf is not None:
         env["SLURM_CONF"] = slurm_conf
     env["SLURM_NODEID"] = str(node_id)

@@ -17,12 +17,15 @@ from gateway.inventory.convert import merge_inventory
 from gateway.inventory.keys import generate_keypair
 from gateway.inventory.receiver import InventoryReceiver, ReceiverConfig
 from gateway.inventory.registry import EventKind, NodeEvent, NodeRegistry
+from gateway.logutil import RateLimitedLogger
+from gateway.model.backend import EndsAttempts
 from gateway.model.cluster import NodeState
 from gateway.model.state import JobState, Reason
 
 __all__ = ["AgentHub", "keys_dir"]
 
 log = logging.getLogger("caldera.agents")
+_merge_log = RateLimitedLogger(log)
 
 
 def keys_dir(config: GatewayConfig) -> Path:
@@ -94,12 +97,22 @@ class AgentHub:
                 if node.name != event.node:
                     continue
                 rec = self.registry.record(node.name)
-                if event.kind is EventKind.INVENTORY and rec is not None and rec.inventory:
-                    nodes[i] = merge_inventory(node, rec.inventory, rec.heartbeat)
-                elif event.kind is EventKind.DOWN:
+                if event.kind is EventKind.DOWN:
                     nodes[i] = replace(node, state=NodeState.DOWN, reason="Not responding")
                 elif event.kind is EventKind.UP:
-                    nodes[i] = replace(node, state=NodeState.IDLE, reason=None)
+                    node = nodes[i] = replace(node, state=NodeState.IDLE, reason=None)
+                if event.kind is not EventKind.DOWN and rec is not None and rec.inventory:
+                    try:  # the receiver decodes strictly; this is the second line of defence
+                        nodes[i] = merge_inventory(node, rec.inventory, rec.heartbeat)
+                    except (TypeError, ValueError) as exc:
+                        _merge_log.log(
+                            logging.ERROR,
+                            node.name,
+                            "merge",
+                            "inventory of node %s not merged: %s",
+                            node.name,
+                            exc,
+                        )
                 gw.clusters[name] = replace(cluster, nodes=tuple(nodes))
         if event.kind is EventKind.DOWN:
             await self._fail_over(event.node)
@@ -111,11 +124,15 @@ class AgentHub:
         changed = []
         for job in victims:
             backend = gw.backend_for(job)
-            if backend is not None:
-                try:
+            try:
+                if isinstance(backend, EndsAttempts):
+                    # every process of the run, confirmed gone (the local runner); a run not
+                    # confirmed keeps the next one waiting in the backend (Cleaning)
+                    await asyncio.to_thread(backend.end_attempt, job)
+                elif backend is not None:
                     backend.cancel(job, 9, False)  # the rest of the gang goes too
-                except Exception as exc:  # noqa: BLE001 - the node is gone anyway
-                    log.warning("cancel of job %s on down node %s: %s", job.job_id, node, exc)
+            except Exception as exc:  # noqa: BLE001 - the node is gone anyway
+                log.warning("ending job %s on down node %s: %s", job.job_id, node, exc)
             requeue = gw.config.job_requeue if job.spec.requeue is None else job.spec.requeue
             if requeue:
                 changed.append(gw.requeued(job))

@@ -32,6 +32,7 @@ def make_backends(config: GatewayConfig) -> tuple[dict[str, Backend], dict[str, 
         time_scale=config.time_scale,
         docker_host=config.docker_host,
         def_mem_per_cpu_mb=config.def_mem_per_cpu_mb or None,
+        min_job_age=config.min_job_age_s,
     )
     backends: dict[str, Backend] = {config.cluster_name: local}
     if config.slurm:

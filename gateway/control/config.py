@@ -81,6 +81,11 @@ class GatewayConfig:
     accept_any_qos: bool = True
     job_requeue: bool = True
     socket_mode: int = 0o666  # every local user may connect; peer credentials decide
+    # API socket bounds (gateway/api/limits.py): idle connections are closed, and one uid
+    # may hold only so many open (operators more)
+    api_idle_timeout_s: float = 30.0
+    api_max_connections_per_user: int = 64
+    api_max_connections_operator: int = 1024
     docker_host: str | None = None
     # Slurm clusters behind the gateway: the [slurm] table (slurm_plugin/clusters.example.toml)
     slurm: dict[str, Any] | None = None

@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -22,6 +25,7 @@ from gateway.control.arraytasks import remove_index
 from gateway.control.backends import places_itself
 from gateway.control.config import GatewayConfig
 from gateway.control.jobtable import JobTable
+from gateway.control.launcher import Launcher
 from gateway.control.snapshots import build_snapshot, free_resources
 from gateway.control.submit import (
     Caller,
@@ -32,21 +36,23 @@ from gateway.control.submit import (
     submit_message,
 )
 from gateway.control.transitions import after_event, ended, requeued
-from gateway.model.backend import Backend, BackendError, BackendEvent, Launch
+from gateway.logutil import RateLimitedLogger
+from gateway.model.backend import Backend, BackendEvent
 from gateway.model.cluster import ClusterState
 from gateway.model.job import Job
 from gateway.model.state import JobState, Reason
 from gateway.scheduler.catalog import DEFAULT_PLUGINS, FACTORIES
-from gateway.scheduler.cycle import Decision, run_cycle
+from gateway.scheduler.cycle import run_cycle
 from gateway.scheduler.plugins import Registry
 from gateway.scheduler.snapshot import NodeFree, Snapshot
-from gateway.store.base import JobQuery, StoredEvent, Submission
+from gateway.store.base import JobQuery, StoredEvent, StoreError, Submission
 from gateway.store.committer import GroupCommitter
 from gateway.store.sqlite import Batch, SqliteStore
 
 __all__ = ["Gateway", "SubmitOutcome"]
 
 log = logging.getLogger("caldera.gateway")
+_cycle_log = RateLimitedLogger(log)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +91,15 @@ class Gateway:
         self.sites = dict(sites or {})  # clusters described by configuration, not backends
         self.clusters.update(self.sites)
         self._wake: asyncio.Event | None = None
-        self._launch_slots = asyncio.Semaphore(8)
         self._task: asyncio.Task[None] | None = None
         self.cycles = 0
         self._gres_types: tuple[tuple[ClusterState, ...], tuple[str, ...]] | None = None
-        # cluster -> (no launches before this monotonic time, current delay, waiting reason)
-        self._backoff: dict[str, tuple[float, float, Reason]] = {}
+        self.launcher = Launcher(self)
+        # (owner uid, submission token) -> the job id once committed (None: not stored)
+        self._inflight: dict[tuple[int, str], asyncio.Future[int | None]] = {}
+        # test hook for a fault nothing else produces on demand: die between the commit of
+        # a submission and its answer (tests/e2e/test_storage_faults.py)
+        self._crash_after_commit = os.environ.get("CALDERA_TEST_CRASH_AFTER_COMMIT") == "1"
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -99,6 +108,13 @@ class Gateway:
         self._wake = asyncio.Event()
         for job in await asyncio.to_thread(self.store.active):
             self.jobs[job.job_id] = job
+        if self.store.unreadable:
+            ids = sorted(self.store.unreadable)
+            log.error(
+                "%d stored job record(s) cannot be read and are not served: %s",
+                len(ids),
+                ",".join(map(str, ids)),
+            )
         running = [j for j in self.jobs.values() if j.state.is_active]
         for name, backend in self.backends.items():
             mine = [j for j in running if j.cluster == name]
@@ -138,8 +154,16 @@ class Gateway:
             last = time.monotonic()
             try:
                 await self.cycle_once()
-            except Exception:
-                log.exception("scheduling cycle failed")
+            except Exception as exc:  # noqa: BLE001 - logged once a minute per kind, not per cycle
+                _cycle_log.log(
+                    logging.ERROR,
+                    "scheduler",
+                    type(exc).__name__,
+                    "scheduling cycle failed",
+                    exc_info=True,
+                )
+            else:
+                _cycle_log.flush()  # "N similar messages suppressed" once cycles succeed again
 
     # --- ids and persistence --------------------------------------------------------
 
@@ -200,17 +224,55 @@ class Gateway:
             return SubmitOutcome(None, "", "", 0, need_script=need)
         if request.test_only:
             return self._test_only(job)
-        env = {k: v for k, v in call.env.items()}
-        await self.committer.commit(
-            Batch(
-                submissions=[Submission(job, request.script, env)],
-                events=[StoredEvent(job.job_id, now, "submit", {"uid": caller.uid})],
+        key = None if call.token is None else (job.uid, call.token)
+        stored: int | None = None
+        registered: asyncio.Future[int | None] | None = None
+        try:
+            if key is not None and call.retry:
+                known = await self._token_job(key)
+                if known is not None:  # stored before its answer was lost: the same job
+                    out, err = submit_message(known, request)
+                    return SubmitOutcome(known, out, err, 0, request.wait)
+            if key is not None:
+                registered = self._inflight[key] = asyncio.get_running_loop().create_future()
+            env = {k: v for k, v in call.env.items()}
+            await self.committer.commit(
+                Batch(
+                    submissions=[Submission(job, request.script, env, call.token)],
+                    events=[StoredEvent(job.job_id, now, "submit", {"uid": caller.uid})],
+                )
             )
-        )
+            stored = job.job_id
+        except StoreError as exc:  # nothing is acknowledged that is not stored
+            if key is not None and isinstance(exc.__cause__, sqlite3.IntegrityError):
+                # two attempts of one submission raced: the other one stored the job
+                known = None
+                with contextlib.suppress(StoreError):
+                    known = await asyncio.to_thread(self.store.job_for_token, *key)
+                if known is not None:
+                    out, err = submit_message(known, request)
+                    return SubmitOutcome(known, out, err, 0, request.wait)
+            log.error("job %s not stored: %s", job.job_id, exc)
+            msg = f"sbatch: error: Batch job submission failed: {exc.cause}\n"
+            return SubmitOutcome(None, "", msg, 1)
+        finally:
+            if key is not None and registered is not None:
+                if self._inflight.get(key) is registered:
+                    del self._inflight[key]
+                registered.set_result(stored)
+        if self._crash_after_commit:
+            os.kill(os.getpid(), signal.SIGKILL)
         self._remember(job)
         self.wake()
         out, err = submit_message(job.job_id, request)
         return SubmitOutcome(job.job_id, out, err, 0, request.wait)
+
+    async def _token_job(self, key: tuple[int, str]) -> int | None:
+        """The job an earlier attempt of this submission stored, if any (in flight: wait)."""
+        pending = self._inflight.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        return await asyncio.to_thread(self.store.job_for_token, *key)
 
     def _test_only(self, job: Job) -> SubmitOutcome:
         snap = self._snapshot([job])
@@ -312,142 +374,21 @@ class Gateway:
                 changed.append(self.ended(job, JobState.CANCELLED, reason=reason))
             elif job.reason is not reason:
                 changed.append(replace(job, reason=reason))
-        starts = self._not_backed_off(result.starts, changed)
-        await self._commit(changed, "reason")
-        prepared = [(d, self._prepare_start(d)) for d in starts]
+        starts = self.launcher.not_backed_off(result.starts, changed)
+        await self._commit_or_log(changed, "reason")
+        prepared = [(d, self.launcher.prepare(d)) for d in starts]
         # launches block (a supervisor process starts): run them off the loop, in parallel
-        await asyncio.gather(*(self._launch(p[0], p[1], d) for d, p in prepared if p is not None))
+        await asyncio.gather(*(self.launcher.launch(*p, d) for d, p in prepared if p is not None))
 
-    def _not_backed_off(self, starts: Iterable[Decision], changed: list[Job]) -> list[Decision]:
-        """The starts whose cluster is not backing off after a retryable refusal; the others
-        keep waiting with the refusal's reason (appended to `changed`)."""
-        now = time.monotonic()
-        out: list[Decision] = []
-        for decision in starts:
-            held = self._backoff.get(decision.cluster)
-            if held is None or now >= held[0]:
-                out.append(decision)
-                continue
-            job = self.jobs.get(decision.job.job_id)
-            if job is not None and job.reason is not held[2]:
-                changed.append(replace(job, reason=held[2]))
-        return out
-
-    def _back_off(self, cluster: str, reason: Reason) -> None:
-        """No launches to `cluster` for a while: 0.5 s after a first refusal, doubling up to
-        30 s while refusals continue; a successful launch resets it."""
-        previous = self._backoff.get(cluster)
-        delay = min(previous[1] * 2, 30.0) if previous else 0.5
-        self._backoff[cluster] = (time.monotonic() + delay, delay, reason)
-
-    def _prepare_start(self, decision: Decision) -> tuple[list[Job], Job] | None:
-        """Split the task off its array (synchronously: the meta record changes now) and
-        build the RUNNING record; None when the job is no longer pending."""
-        job = self.jobs.get(decision.job.job_id)
-        if job is None or job.state is not JobState.PENDING:
-            return None
-        records: list[Job] = []
-        if decision.task is not None and job.array_pending is not None:
-            task, meta = self.split_task(job, decision.task)
-            if meta is not None:
-                records.append(meta)
-                self.jobs[meta.job_id] = meta
-        else:
-            task = job
-        placement = decision.placement
-        now = self.clock()
-        running = replace(
-            task,
-            state=JobState.RUNNING,
-            reason=Reason.NONE,
-            start_time=now,
-            eligible_time=task.eligible_time or now,
-            nodes=tuple(p.node for p in placement),
-            placement=placement,
-            num_cpus=sum(p.cpus for p in placement),
-            partition=self._partition_for(task, placement[0].node),
-            cluster=decision.cluster,
-        )
-        self.jobs[running.job_id] = running
-        return records, running
-
-    async def _launch(self, records: list[Job], running: Job, decision: Decision) -> None:
-        """Persist, then hand the job to its backend (off the event loop)."""
-        script_id = running.array_job_id or running.job_id
-        script_env = await asyncio.to_thread(self.store.script, script_id)
-        script, env = script_env if script_env else ("#!/bin/sh\n", {})
-        # durable first: a restart must find the job RUNNING and reconcile, never start twice;
-        # the array's meta record may have moved on since (other tasks split off): write its
-        # current version, never the one this task saw
-        latest = [self.jobs.get(r.job_id, r) for r in records]
-        await self._commit([*latest, running], "start", nodes=list(running.nodes))
-
-        launch = Launch(
-            job=running,
-            script=script,
-            environment=env,
-            placement=decision.placement,
-            partition=running.partition,
-            cluster=decision.cluster,
-        )
-        backend = self.backends[decision.cluster]
+    async def _commit_or_log(self, jobs: list[Job], kind: str, **detail: object) -> None:
+        """Commit a change that memory must keep even when the store fails (the job has
+        no process, or runs already): the store is behind until the next write, and a
+        restart reconciles it with the backend."""
         try:
-            async with self._launch_slots:
-                backend_id = await asyncio.to_thread(backend.submit, launch)
-        except BackendError as exc:
-            if not exc.retryable:
-                await self._launch_failed(running, exc)
-                return
-            # not now (unreachable, or full for now): the job waits, and the next submission
-            # of the same run finds a copy that did reach it by its tag (never a second job)
-            reason = exc.waiting_reason or Reason.CLUSTER_UNREACHABLE
-            log.warning(
-                "cluster %s refused job %s for now: %s", decision.cluster, running.job_id, exc
-            )
-            self._back_off(decision.cluster, reason)
-            back = replace(
-                self.jobs.get(running.job_id, running),
-                state=JobState.PENDING,
-                reason=reason,
-                start_time=None,
-                nodes=(),
-                placement=(),
-                num_cpus=0,
-                backend_id=None,
-            )
-            await self._commit([back], "launch-deferred", error=str(exc)[:200])
-            return
-        except Exception as exc:  # noqa: BLE001 - any other launch failure fails this job only
-            await self._launch_failed(running, exc)
-            return
-        self._backoff.pop(decision.cluster, None)
-        current = self.jobs.get(running.job_id, running)
-        await self._commit([replace(current, backend_id=backend_id)], "backend-id")
-        update = getattr(backend, "update_time_limit", None)
-        if current.time_limit != running.time_limit and callable(update):
-            # `scontrol update TimeLimit=` came while the launch was in flight (without a
-            # backend id there was nothing to forward it to): the running job gets it now
-            try:
-                await asyncio.to_thread(update, current, current.time_limit)
-            except Exception as exc:  # noqa: BLE001 - the job keeps running on the old limit
-                log.warning("time limit of job %s not updated: %s", current.job_id, exc)
-
-    async def _launch_failed(self, running: Job, exc: Exception) -> None:
-        """The backend refused the job: it ends FAILED (JobLaunchFailure) with the reason."""
-        log.warning("launch of job %s failed: %s", running.job_id, exc)
-        current = self.jobs.get(running.job_id, running)
-        failed = self.ended(current, JobState.FAILED, 1 << 8, Reason.JOB_LAUNCH_FAILURE)
-        await self._commit([replace(failed, state_desc=str(exc)[:200])], "launch-failed")
-
-    def _partition_for(self, job: Job, node: str) -> str:
-        wanted = job.partition.split(",")
-        for cluster in self.clusters.values():
-            for n in cluster.nodes:
-                if n.name == node:
-                    for name in wanted:
-                        if name in n.partitions:
-                            return name
-        return wanted[0]
+            await self._commit(jobs, kind, **detail)
+        except StoreError as exc:
+            ids = ",".join(str(j.job_id) for j in jobs)
+            log.error("job %s: %s not stored: %s", ids, kind, exc)
 
     async def _apply_events(self, events: Iterable[BackendEvent]) -> None:
         updates: dict[int, Job] = {}
@@ -461,9 +402,14 @@ class Gateway:
             out = after_event(job, ev, self.config.job_requeue, self.clock())
             if out is not None:
                 updates[job.job_id] = out
+        # what the backend reports has happened: memory takes it even when the store fails
+        # (a finished job must not stay RUNNING); a restart reconciles the store
         if steps:
-            await self.committer.commit(Batch(steps=steps))
-        await self._commit(updates.values(), "backend")
+            try:
+                await self.committer.commit(Batch(steps=steps))
+            except StoreError as exc:
+                log.error("%d step record(s) not stored: %s", len(steps), exc)
+        await self._commit_or_log(list(updates.values()), "backend")
         if updates:
             self.wake()
 
@@ -474,8 +420,23 @@ class Gateway:
         return self.backends.get(job.cluster)
 
     async def commit(self, jobs: Iterable[Job], kind: str, **detail: object) -> None:
-        """Persist changed jobs (used by control operations)."""
-        await self._commit(jobs, kind, **detail)
+        """Persist changed jobs (used by control operations). When the store fails, a
+        change to a job no backend holds yet (pending: held, released, cancelled, updated)
+        is undone in memory too, so that what the caller is told failed did not happen;
+        a change the backend has already made (a running job cancelled) stays."""
+        updates = list(jobs)
+        before = {j.job_id: self.jobs.get(j.job_id) for j in updates}
+        try:
+            await self._commit(updates, kind, **detail)
+        except StoreError:
+            for job in updates:
+                old = before[job.job_id]
+                if old is None or old.state is not JobState.PENDING or old.backend_id:
+                    continue
+                if self.jobs.get(job.job_id) is job:
+                    self.jobs[job.job_id] = old
+                    self._finished_at.pop(job.job_id, None)
+            raise
         self.wake()
 
     def ended(

@@ -59,6 +59,10 @@ class SbatchCall:
     # argument it read (None: it guessed --wrap). A wrong guess raises NeedScript.
     located: bool = True
     script_operand: str | None = None
+    # The client's random token for this invocation; `retry`: it sent this submission before
+    # and lost the answer, so the job may exist already (then its id is the answer)
+    token: str | None = None
+    retry: bool = False
 
 
 class NeedScript(Exception):

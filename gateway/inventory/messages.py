@@ -4,17 +4,24 @@ An agent sends an `Inventory` when it connects and whenever the slowly-changing 
 its node changes (devices, port states, fabric neighbours), and a `Heartbeat` every report
 period carrying the fast-changing figures (load, free memory, GPU memory in use). Each is
 one ZeroMQ message of two frames: the kind (`b"inv"`, `b"hb"`) and the JSON body.
+
+`decode` is strict: the typed values come out only when every field has its type, range
+and length; otherwise a `MessageError` names the field and what was there.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+import math
+import re
+from collections.abc import Callable
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, TypeVar
 
 import orjson
 
 __all__ = [
+    "MAX_INVENTORY_BYTES",
     "PROTOCOL_VERSION",
     "FabricLink",
     "GpuInfo",
@@ -33,7 +40,15 @@ KIND_RESEND = b"resend"  # gateway -> agent: send your inventory again
 
 
 class MessageError(ValueError):
-    """A message that does not decode to a known, well-formed value."""
+    """A message that does not decode to a known, well-formed value: `path` is the field
+    (`inventory.gpus[0].index`), `problem` what is wrong, `value` the offending value
+    (shortened, safe to log)."""
+
+    def __init__(self, path: str, problem: str, value: object = MISSING) -> None:
+        self.path = path[:120]
+        self.problem = problem
+        self.value = "" if value is MISSING else _show(value)
+        super().__init__(f"{self.path}: {problem}" + (f", got {self.value}" if self.value else ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,60 +154,233 @@ def encode(msg: Inventory | Heartbeat) -> list[bytes]:
     return [kind, orjson.dumps(asdict(msg))]
 
 
-def _build(cls: type[Any], raw: Any, path: str) -> Any:
-    if not isinstance(raw, dict):
-        raise MessageError(f"{path}: expected an object")
-    out: dict[str, Any] = {}
-    names = {f.name: f for f in fields(cls)}
-    for key, value in raw.items():
-        if key not in names:
-            continue  # newer agents may send more; ignore what we do not know
-        out[key] = value
-    try:
-        return cls(**out)
-    except TypeError as exc:
-        raise MessageError(f"{path}: {exc}") from exc
+# --- the strict decoder ------------------------------------------------------------------
+#
+# Agents are remote and only authenticated, not trusted: every field is checked for its
+# type (an int is an int, not a bool, a str or a float), its range and its length before a
+# typed value is built, so nothing malformed reaches the registry or the scheduler.
+
+MAX_INVENTORY_BYTES = 4 * 2**20
+MAX_HEARTBEAT_BYTES = 64 * 2**10
+MAX_GPUS = 1024
+_MAX_MEMORY = 2**52  # 4 PiB of node memory
+_MAX_GPU_MEMORY = 2**46  # 64 TiB on one GPU
+_MAX_FABRIC = 2**16  # switch links or names one reporter may send
+
+_NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # becomes a node name
+_IDENT = re.compile(r"[A-Za-z0-9._:/+-]{0,128}")  # devices, bus ids, GUIDs, states
+_TEXT = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]{0,256}")  # printable, one line
+
+T = TypeVar("T")
+Reader = Callable[[object, str], T]
 
 
-def _tuples(value: Any, path: str) -> tuple[tuple[Any, ...], ...]:
-    if not isinstance(value, list):
-        raise MessageError(f"{path}: expected a list")
-    return tuple(tuple(v) if isinstance(v, list) else (v,) for v in value)
+def _show(value: object) -> str:
+    """A short, safe rendering of an offending value for the log."""
+    if isinstance(value, str):
+        return repr(value[:40]) + (f"... ({len(value)} chars)" if len(value) > 40 else "")
+    if isinstance(value, list):
+        return f"a list of {len(value)}"
+    if isinstance(value, dict):
+        return f"an object of {len(value)} keys"
+    return repr(value)[:60]
 
 
-def _objs(cls: type[Any], value: Any, path: str) -> tuple[Any, ...]:
-    if not isinstance(value, list):
-        raise MessageError(f"{path}: expected a list")
-    out = []
-    for item in value:
-        if isinstance(item, dict) and isinstance(item.get("pci_path"), list):
-            item = {**item, "pci_path": tuple(item["pci_path"])}
-        out.append(_build(cls, item, path))
-    return tuple(out)
+def _int(lo: int, hi: int) -> Reader[int]:
+    def read(value: object, path: str) -> int:
+        if type(value) is not int:
+            raise MessageError(path, "expected an integer", value)
+        if not lo <= value <= hi:
+            raise MessageError(path, f"out of range {lo}..{hi}", value)
+        return value
+
+    return read
+
+
+def _float(lo: float, hi: float) -> Reader[float]:
+    def read(value: object, path: str) -> float:
+        if type(value) is not float and type(value) is not int:
+            raise MessageError(path, "expected a number", value)
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise MessageError(path, f"out of range {lo:g}..{hi:g}", value)
+        return float(value)
+
+    return read
+
+
+def _str(pattern: re.Pattern[str]) -> Reader[str]:
+    def read(value: object, path: str) -> str:
+        if type(value) is not str:
+            raise MessageError(path, "expected a string", value)
+        if not pattern.fullmatch(value):
+            raise MessageError(path, "bad characters or too long", value)
+        return value
+
+    return read
+
+
+def _list(item: Reader[T], limit: int) -> Reader[tuple[T, ...]]:
+    def read(value: object, path: str) -> tuple[T, ...]:
+        if type(value) is not list:
+            raise MessageError(path, "expected a list", value)
+        if len(value) > limit:
+            raise MessageError(path, f"more than {limit} items", value)
+        return tuple(item(v, f"{path}[{i}]") for i, v in enumerate(value))
+
+    return read
+
+
+def _pair(first: Reader[T], second: Reader[Any]) -> Reader[tuple[T, Any]]:
+    def read(value: object, path: str) -> tuple[T, Any]:
+        if type(value) is not list or len(value) != 2:
+            raise MessageError(path, "expected a pair [a, b]", value)
+        return first(value[0], f"{path}[0]"), second(value[1], f"{path}[1]")
+
+    return read
+
+
+def _map(key: Reader[str], val: Reader[str], limit: int) -> Reader[dict[str, str]]:
+    def read(value: object, path: str) -> dict[str, str]:
+        if type(value) is not dict:
+            raise MessageError(path, "expected an object", value)
+        if len(value) > limit:
+            raise MessageError(path, f"more than {limit} entries", value)
+        return {key(k, path): val(v, f"{path}.{k}") for k, v in value.items()}
+
+    return read
+
+
+def _obj(cls: type[T], spec: dict[str, Reader[Any]]) -> Reader[T]:
+    """Builds `cls` from a JSON object: every field read by its reader, fields without a
+    default required, unknown keys ignored (newer agents may send more)."""
+    known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+    if set(spec) != set(known):
+        raise TypeError(f"{cls.__name__}: readers for {sorted(spec)} != fields {sorted(known)}")
+    required = {
+        n for n, f in known.items() if f.default is MISSING and f.default_factory is MISSING
+    }
+
+    def read(value: object, path: str) -> T:
+        if type(value) is not dict:
+            raise MessageError(path, "expected an object", value)
+        args: dict[str, Any] = {}
+        for name, reader in spec.items():
+            if name in value:
+                args[name] = reader(value[name], f"{path}.{name}")
+            elif name in required:
+                raise MessageError(f"{path}.{name}", "required field missing")
+        return cls(**args)
+
+    return read
+
+
+_COUNT = _int(0, 2**16)
+_NUMA = _int(-1, 4095)
+_GPU_INDEX = _int(0, MAX_GPUS - 1)
+_GPU_MEMORY = _int(0, _MAX_GPU_MEMORY)
+_IDS = _str(_IDENT)
+_PCI_PATH = _list(_IDS, 32)
+_VERSION = _int(1, 2**16)
+
+_read_gpu = _obj(
+    GpuInfo,
+    {
+        "index": _GPU_INDEX,
+        "uuid": _IDS,
+        "model": _str(_TEXT),
+        "memory_total": _GPU_MEMORY,
+        "memory_used": _GPU_MEMORY,
+        "memory_free": _GPU_MEMORY,
+        "pci_bus_id": _IDS,
+        "numa_node": _NUMA,
+        "pci_path": _PCI_PATH,
+        "source": _IDS,
+    },
+)
+_read_nic = _obj(
+    NicInfo,
+    {
+        "device": _str(_NODE),
+        "port": _int(0, 255),
+        "state": _IDS,
+        "phys_state": _IDS,
+        "link_layer": _IDS,
+        "rate_gbps": _float(0.0, 1e6),
+        "lid": _int(0, 65535),
+        "guid": _IDS,
+        "numa_node": _NUMA,
+        "netdev": _IDS,
+        "pci_bus_id": _IDS,
+        "pci_path": _PCI_PATH,
+    },
+)
+_read_link = _obj(
+    FabricLink,
+    {
+        "device": _IDS,
+        "port": _int(0, 255),
+        "guid": _IDS,
+        "switch_guid": _IDS,
+        "switch_port": _int(0, 255),
+        "switch_desc": _str(_TEXT),
+    },
+)
+_read_inventory = _obj(
+    Inventory,
+    {
+        "node": _str(_NODE),
+        "cpus": _int(1, 2**20),
+        "memory_bytes": _int(0, _MAX_MEMORY),
+        "sockets": _COUNT,
+        "cores_per_socket": _COUNT,
+        "threads_per_core": _COUNT,
+        "numa_nodes": _COUNT,
+        "gpus": _list(_read_gpu, MAX_GPUS),
+        "nics": _list(_read_nic, 1024),
+        "gpu_nic": _list(_pair(_GPU_INDEX, _IDS), MAX_GPUS),
+        "links": _list(_read_link, 4096),
+        "switch_links": _list(_pair(_IDS, _IDS), _MAX_FABRIC),
+        "switch_names": _list(_pair(_IDS, _str(_TEXT)), _MAX_FABRIC),
+        "agent_version": _IDS,
+        "boot_id": _IDS,
+        "version": _VERSION,
+    },
+)
+_read_heartbeat = _obj(
+    Heartbeat,
+    {
+        "node": _str(_NODE),
+        "seq": _int(0, 2**63 - 1),
+        "sent": _float(0.0, 1e11),
+        "load1": _float(0.0, 1e6),
+        "memory_available": _int(0, _MAX_MEMORY),
+        "gpu_memory_used": _list(_pair(_GPU_INDEX, _GPU_MEMORY), MAX_GPUS),
+        "inventory": _IDS,
+        "version": _VERSION,
+        "extra": _map(_str(re.compile(r"[A-Za-z0-9._-]{1,64}")), _str(_TEXT), 64),
+    },
+)
 
 
 def decode(kind: bytes, body: bytes) -> Inventory | Heartbeat:
-    """A message from its two frames; raises MessageError when malformed."""
+    """A message from its two frames; raises MessageError (saying which field, and what
+    was there) when it is not a well-formed, in-range message."""
+    if kind == KIND_INVENTORY:
+        limit, path = MAX_INVENTORY_BYTES, "inventory"
+    elif kind == KIND_HEARTBEAT:
+        limit, path = MAX_HEARTBEAT_BYTES, "heartbeat"
+    else:
+        raise MessageError("kind", "unknown message kind", kind[:16])
+    if len(body) > limit:
+        raise MessageError(path, f"{len(body)} bytes, more than {limit}")
     try:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise MessageError(f"not JSON: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise MessageError("expected a JSON object")
+        raise MessageError(path, f"not JSON: {exc}") from exc
     if kind == KIND_HEARTBEAT:
-        raw["gpu_memory_used"] = _tuples(raw.get("gpu_memory_used", []), "gpu_memory_used")
-        hb = _build(Heartbeat, raw, "heartbeat")
-        assert isinstance(hb, Heartbeat)
-        return hb
-    if kind != KIND_INVENTORY:
-        raise MessageError(f"unknown message kind {kind!r}")
-    raw["gpus"] = _objs(GpuInfo, raw.get("gpus", []), "gpus")
-    raw["nics"] = _objs(NicInfo, raw.get("nics", []), "nics")
-    raw["links"] = _objs(FabricLink, raw.get("links", []), "links")
-    for key in ("gpu_nic", "switch_links", "switch_names"):
-        raw[key] = _tuples(raw.get(key, []), key)
-    inv = _build(Inventory, raw, "inventory")
-    assert isinstance(inv, Inventory)
-    if not inv.node or not isinstance(inv.node, str):
-        raise MessageError("inventory without a node name")
+        return _read_heartbeat(raw, path)
+    inv = _read_inventory(raw, path)
+    indexes = [g.index for g in inv.gpus]
+    if len(set(indexes)) != len(indexes):
+        raise MessageError(f"{path}.gpus", "duplicate GPU index", indexes)
     return inv

@@ -7,6 +7,9 @@ and its node name becomes the connection's User-Id; any other key is refused and
 (WARNING, with the peer address and the key). A message whose node name differs from the
 key's owner is dropped and logged, so one node's key cannot report for another. Handshake
 failures (e.g. an agent holding the wrong server key) are logged from the socket monitor.
+A report that does not decode strictly (gateway.inventory.messages) is dropped: the node's
+last good inventory stays in force. Every such warning is rate-limited per source (one line
+per peer and kind per `log_window_s`, then a count), so junk on the port cannot fill a disk.
 
 Everything runs on one thread: `start()` spawns it, `stop()` ends it; `run()` runs it in the
 caller's thread until a stop event is set.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +36,7 @@ from gateway.inventory.messages import (
     decode,
 )
 from gateway.inventory.registry import NodeRegistry
+from gateway.logutil import RateLimitedLogger
 
 __all__ = ["DEFAULT_BIND", "InventoryReceiver", "ReceiverConfig", "ReceiverStats"]
 
@@ -52,6 +57,7 @@ class ReceiverConfig:
     period_s: float = 1.0
     missed: int = 3
     domain: str = "caldera"
+    log_window_s: float = 60.0  # one warning per peer and kind per window
 
 
 @dataclass
@@ -63,8 +69,11 @@ class ReceiverStats:
     refused: int = 0  # ZAP refusals (unknown keys)
     handshake_failures: int = 0
     dropped: int = 0  # malformed or impersonating messages
-    refused_keys: list[str] = field(default_factory=list)
+    malformed: int = 0  # of which failed to decode
+    refused_keys: deque[str] = field(default_factory=lambda: deque(maxlen=64))  # the latest
 
+
+MAX_FRAME_BYTES = 16 * 2**20  # ZeroMQ disconnects a peer sending more; decode limits further
 
 _HANDSHAKE_FAILED = (
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
@@ -86,6 +95,7 @@ class InventoryReceiver:
         self.config = config
         self.registry = registry or NodeRegistry(config.period_s, config.missed)
         self.stats = ReceiverStats()
+        self.limited = RateLimitedLogger(log, config.log_window_s)
         self._keys = load_keypair(config.server_secret)
         self._authorized: dict[bytes, str] = dict(
             authorized if authorized is not None else authorized_keys(config.authorized_dir)
@@ -96,6 +106,7 @@ class InventoryReceiver:
         self._zap.bind(ZAP_ENDPOINT)
         self._sock = self._ctx.socket(zmq.ROUTER)
         self._sock.linger = 0
+        self._sock.maxmsgsize = MAX_FRAME_BYTES
         self._sock.curve_server = True
         self._sock.curve_secretkey = self._keys.secret or b""
         self._sock.curve_publickey = self._keys.public
@@ -150,7 +161,10 @@ class InventoryReceiver:
         else:
             reason = f"mechanism {mechanism.decode(errors='replace')} not allowed"
         self.stats.refused += 1
-        log.warning(
+        self.limited.log(
+            logging.WARNING,
+            peer,
+            "refused connection",
             "refused agent connection from %s (domain %s): %s",
             peer,
             domain.decode(errors="replace"),
@@ -169,26 +183,58 @@ class InventoryReceiver:
                 if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH
                 else "wrong server key, or not a CURVE client"
             )
-            log.warning("agent handshake failed on %s: %s (errno %s)", where, what, event["value"])
+            self.limited.log(
+                logging.WARNING,
+                where,
+                f"handshake failed: {what}",
+                "agent handshake failed on %s: %s (errno %s)",
+                where,
+                what,
+                event["value"],
+            )
 
     # --- messages -------------------------------------------------------------------------
 
     def _handle_message(self) -> None:
         frames = self._sock.recv_multipart(copy=False)
+        user = str(frames[-1].get("User-Id"))
         if len(frames) != 3:
             self.stats.dropped += 1
+            self.stats.malformed += 1
+            self.limited.log(
+                logging.WARNING,
+                user,
+                "frames",
+                "dropped a message of %d frames from agent %s (expected 2)",
+                len(frames) - 1,
+                user,
+            )
             return
         ident, kind, body = frames
-        user = body.get("User-Id")
         try:
             msg = decode(kind.bytes, body.bytes)
         except MessageError as exc:
             self.stats.dropped += 1
-            log.warning("dropped a malformed message from %s: %s", user, exc)
+            self.stats.malformed += 1
+            self.limited.log(
+                logging.WARNING,
+                user,
+                "malformed",
+                "dropped a malformed report from agent %s (its last good inventory stays): %s",
+                user,
+                exc,
+            )
             return
         if msg.node != user:
             self.stats.dropped += 1
-            log.warning("dropped a report for node %s sent with %s's key", msg.node, user)
+            self.limited.log(
+                logging.WARNING,
+                user,
+                "impersonation",
+                "dropped a report for node %s sent with %s's key",
+                msg.node,
+                user,
+            )
             return
         if isinstance(msg, Inventory):
             self.stats.inventories += 1
@@ -225,6 +271,7 @@ class InventoryReceiver:
                         if not self._sock.poll(0):
                             break
                 self.registry.check()
+                self.limited.flush()
         finally:
             self._close()
 

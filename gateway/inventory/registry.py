@@ -19,6 +19,7 @@ from enum import Enum
 
 from gateway.inventory.convert import node_from_inventory
 from gateway.inventory.messages import Heartbeat, Inventory
+from gateway.logutil import RateLimitedLogger
 from gateway.model.cluster import Node, NodeState
 from gateway.model.topology import Topology
 from gateway.topology.discovery import topology_from_inventories
@@ -82,6 +83,7 @@ class NodeRegistry:
         self._lock = threading.Lock()
         self._nodes: dict[str, NodeRecord] = {}
         self._listeners: list[Listener] = []
+        self._limited = RateLimitedLogger(log)
 
     @property
     def timeout_s(self) -> float:
@@ -97,12 +99,13 @@ class NodeRegistry:
         with self._lock:
             listeners = list(self._listeners)
         for event in events:
-            log.info(
-                "node %s %s%s",
-                event.node,
-                event.kind.value,
-                f" ({event.reason})" if event.reason else "",
-            )
+            reason = f" ({event.reason})" if event.reason else ""
+            if event.kind is EventKind.INVENTORY:  # an agent may change it at every message
+                self._limited.log(
+                    logging.INFO, event.node, "inventory", "node %s inventory%s", event.node, reason
+                )
+            else:  # up and down cannot flap faster than the heartbeat timeout
+                log.info("node %s %s%s", event.node, event.kind.value, reason)
             for listener in listeners:
                 try:
                     listener(event)

@@ -21,6 +21,7 @@ __all__ = [
     "Backend",
     "BackendError",
     "BackendEvent",
+    "EndsAttempts",
     "EventKind",
     "Launch",
     "RankPlacement",
@@ -107,4 +108,16 @@ class Backend(Protocol):
 
     def reconcile(self, jobs: Sequence[Job]) -> list[BackendEvent]:
         """Events that bring these jobs (believed running here) up to date after a restart."""
+        ...
+
+
+@runtime_checkable
+class EndsAttempts(Protocol):
+    """A backend that can end a run of a job as a whole (every process, not only its steps)
+    and confirm it, as requeue and node fail-over need before the next run may start."""
+
+    def end_attempt(self, job: Job) -> None:
+        """End every process of the job's current run and return once they are confirmed
+        gone (BackendError, retryable, when not confirmed in time). That run never starts
+        afterwards, and the backend starts no later run while it is not confirmed gone."""
         ...

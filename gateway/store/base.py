@@ -17,7 +17,15 @@ __all__ = ["JobQuery", "Store", "StoreError", "StoredEvent", "Submission"]
 
 
 class StoreError(Exception):
-    """The store could not do what was asked (disk full, corrupt file, bad schema...)."""
+    """The store could not do what was asked (disk full, corrupt file, bad schema...).
+
+    `cause` is what a user is told, in the words of the operating system or of Slurm
+    ("No space left on device", "database is locked"); the message adds the file.
+    """
+
+    def __init__(self, message: str, cause: str | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause or message
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +45,7 @@ class Submission:
     job: Job
     script: str
     environment: Mapping[str, str]
+    token: str | None = None  # the client's submission token: a retry finds this job
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +83,10 @@ class Store(Protocol):
 
     def get(self, job_id: int) -> Job | None:
         """One job."""
+        ...
+
+    def job_for_token(self, uid: int, token: str) -> int | None:
+        """The job a submission token of this user created, if any."""
         ...
 
     def active(self) -> list[Job]:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import sqlite3
 import threading
 from concurrent.futures import Future
 
+from gateway.store.base import StoreError
 from gateway.store.sqlite import Batch, SqliteStore
 
 __all__ = ["GroupCommitter"]
@@ -76,16 +78,28 @@ class GroupCommitter:
             merged.merge(batch)
         try:
             self.store.apply(merged)
-        except Exception:  # noqa: BLE001 - isolate the failing writer, then report to each
-            for batch, fut in items:
-                try:
-                    self.store.apply(batch)
-                except Exception as exc:  # noqa: BLE001
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, sqlite3.IntegrityError):
+                # the disk, the lock or the file failed, not one writer: retrying each
+                # batch would only wait the busy timeout again per writer
+                for _, fut in items:
                     fut.set_exception(exc)
-                else:
-                    fut.set_result(None)
+                return
+            self._one_by_one(items)
+            return
+        except Exception:  # noqa: BLE001 - isolate the failing writer, then report to each
+            self._one_by_one(items)
             return
         self.commits += 1
         self.batches += len(items)
         for _, fut in items:
             fut.set_result(None)
+
+    def _one_by_one(self, items: list[tuple[Batch, Future[None]]]) -> None:
+        for batch, fut in items:
+            try:
+                self.store.apply(batch)
+            except Exception as exc:  # noqa: BLE001
+                fut.set_exception(exc)
+            else:
+                fut.set_result(None)

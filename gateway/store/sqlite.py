@@ -7,10 +7,13 @@ concurrent submissions into one call, so one fsync serves many jobs.
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,9 +24,11 @@ from gateway.model.codec import job_from_dict, job_to_dict, step_from_dict, step
 from gateway.model.job import Job, Step
 from gateway.store.base import JobQuery, StoredEvent, StoreError, Submission
 
-__all__ = ["Batch", "SqliteStore"]
+__all__ = ["Batch", "SqliteStore", "store_error"]
 
-_SCHEMA_VERSION = 1
+log = logging.getLogger("caldera.store")
+
+_SCHEMA_VERSION = 2  # 2: submission tokens
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
@@ -50,7 +55,30 @@ CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY AUTOINCREMENT,
                                    job_id INTEGER NOT NULL, time REAL NOT NULL,
                                    kind TEXT NOT NULL, detail BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+CREATE TABLE IF NOT EXISTS submissions (uid INTEGER NOT NULL, token TEXT NOT NULL,
+                                        job_id INTEGER NOT NULL, time REAL NOT NULL,
+                                        PRIMARY KEY (uid, token));
 """
+_TOKEN_TTL_S = 7 * 86400  # a retry comes within seconds; a week is generous
+_DECODE_ERRORS = (ValueError, KeyError, TypeError, AttributeError)
+
+# What a user is told for SQLite's primary result codes (the rest: SQLite's own words)
+_CAUSES = {
+    "SQLITE_FULL": "No space left on device",
+    "SQLITE_BUSY": "database is locked (another process holds the job store)",
+    "SQLITE_LOCKED": "database is locked (another process holds the job store)",
+    "SQLITE_IOERR": "Input/output error",
+    "SQLITE_CORRUPT": "database disk image is malformed",
+    "SQLITE_NOTADB": "file is not a database",
+    "SQLITE_READONLY": "Read-only file system",
+    "SQLITE_CANTOPEN": "unable to open the database file",
+}
+
+
+def store_error(path: str, exc: sqlite3.Error) -> StoreError:
+    """A StoreError naming the cause as the operating system would (disk full, I/O error)."""
+    primary = "_".join(str(exc.sqlite_errorname).split("_")[:2])  # SQLITE_IOERR_WRITE -> IOERR
+    return StoreError(f"{path}: {exc}", _CAUSES.get(primary, str(exc)))
 
 
 @dataclass
@@ -89,10 +117,14 @@ def _job_row(job: Job) -> tuple[Any, ...]:
 class SqliteStore:
     """The embedded store. Safe to use from several threads (a connection per thread)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, busy_timeout_ms: int = 10_000) -> None:
         self.path = str(path)
+        self.busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         self._write_lock = threading.Lock()
+        # job id -> why its stored record cannot be read (it is skipped, never served)
+        self.unreadable: dict[int, str] = {}
+        _create_private(self.path)
         try:
             conn = self._conn()
             conn.executescript(_SCHEMA)
@@ -101,12 +133,16 @@ class SqliteStore:
                 conn.execute(
                     "INSERT INTO meta(key, value) VALUES ('schema', ?)", (str(_SCHEMA_VERSION),)
                 )
+            elif int(row[0]) == 1:  # version 1 had no submission tokens: the table is new
+                conn.execute("UPDATE meta SET value=? WHERE key='schema'", (str(_SCHEMA_VERSION),))
+                log.info("%s: schema migrated from version 1 to %d", self.path, _SCHEMA_VERSION)
             elif int(row[0]) != _SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path}: schema version {row[0]}, expected {_SCHEMA_VERSION}"
                 )
+            conn.execute("DELETE FROM submissions WHERE time < ?", (time.time() - _TOKEN_TTL_S,))
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from exc
+            raise store_error(self.path, exc) from exc
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -114,9 +150,26 @@ class SqliteStore:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
-            conn.execute("PRAGMA busy_timeout=10000")
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
             self._local.conn = conn
         return conn
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        try:
+            return self._conn().execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise store_error(self.path, exc) from exc
+
+    def check_integrity(self, quick: bool = True) -> list[str]:
+        """SQLite's own check of every page (`quick_check` skips index contents: linear
+        time); [] when sound, else its first complaints."""
+        pragma = "quick_check" if quick else "integrity_check"
+        try:
+            rows = self._conn().execute(f"PRAGMA {pragma}(20)").fetchall()
+        except sqlite3.Error as exc:
+            return [str(exc)]
+        found = [str(r[0]) for r in rows]
+        return [] if found == ["ok"] else found
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -128,8 +181,9 @@ class SqliteStore:
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise StoreError(f"{self.path}: {exc}") from exc
+                    with suppress(sqlite3.Error):  # SQLite rolls back by itself when it cannot
+                        conn.execute("ROLLBACK")
+                raise store_error(self.path, exc) from exc
 
     # --- writes ---------------------------------------------------------------------
 
@@ -146,6 +200,14 @@ class SqliteStore:
                     [
                         (s.job.job_id, s.script, orjson.dumps(dict(s.environment)))
                         for s in batch.submissions
+                    ],
+                )
+                conn.executemany(
+                    "INSERT INTO submissions VALUES (?,?,?,?)",
+                    [
+                        (s.job.uid, s.token, s.job.job_id, s.job.submit_time)
+                        for s in batch.submissions
+                        if s.token is not None
                     ],
                 )
             if batch.updates:
@@ -182,25 +244,61 @@ class SqliteStore:
     # --- reads ----------------------------------------------------------------------
 
     def _jobs(self, sql: str, args: Sequence[Any] = ()) -> list[Job]:
-        try:
-            rows = self._conn().execute(sql, args).fetchall()
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from exc
-        return [job_from_dict(orjson.loads(r[0])) for r in rows]
+        """Decoded job records; one that cannot be decoded (a damaged row) is skipped and
+        named in the log once, never raised to the caller (it would stop start-up)."""
+        jobs: list[Job] = []
+        for job_id, doc in self._rows(sql.replace("SELECT doc", "SELECT job_id, doc", 1), args):
+            try:
+                jobs.append(job_from_dict(orjson.loads(doc)))
+            except _DECODE_ERRORS as exc:
+                if job_id not in self.unreadable:
+                    self.unreadable[job_id] = f"{type(exc).__name__}: {exc}"[:200]
+                    log.error(
+                        "job %s: its stored record cannot be read (%s); it is skipped and left "
+                        "in %s untouched for repair",
+                        job_id,
+                        self.unreadable[job_id],
+                        self.path,
+                    )
+        return jobs
 
     def max_job_id(self) -> int:
-        """The highest job id ever stored (0 when empty)."""
-        row = self._conn().execute("SELECT MAX(job_id) FROM jobs").fetchone()
-        return int(row[0] or 0)
+        """The highest job id ever stored (0 when empty). In a damaged store (served when
+        forced), the highest any readable table knows: never an id given out before."""
+        try:
+            return int(self._rows("SELECT MAX(job_id) FROM jobs")[0][0] or 0)
+        except StoreError:
+            found = [0]
+            for table in ("jobs", "scripts", "events", "submissions"):
+                with suppress(StoreError):
+                    found.append(int(self._rows(f"SELECT MAX(job_id) FROM {table}")[0][0] or 0))  # noqa: S608
+            return max(found)
 
     def get(self, job_id: int) -> Job | None:
         """One job."""
         jobs = self._jobs("SELECT doc FROM jobs WHERE job_id=?", (job_id,))
         return jobs[0] if jobs else None
 
+    def job_for_token(self, uid: int, token: str) -> int | None:
+        """The job a submission token of this user created, if any."""
+        rows = self._rows("SELECT job_id FROM submissions WHERE uid=? AND token=?", (uid, token))
+        return int(rows[0][0]) if rows else None
+
     def active(self) -> list[Job]:
-        """Every unfinished job, by id."""
-        return self._jobs("SELECT doc FROM jobs WHERE finished=0 ORDER BY job_id")
+        """Every unfinished job, by id. In a damaged store (served when forced), the jobs
+        that can still be read one by one; the others are named in `unreadable`."""
+        try:
+            return self._jobs("SELECT doc FROM jobs WHERE finished=0 ORDER BY job_id")
+        except StoreError:
+            ids = self._rows("SELECT job_id FROM jobs INDEXED BY jobs_active WHERE finished=0")
+        jobs: list[Job] = []
+        for (job_id,) in sorted(ids):
+            try:
+                jobs.extend(self._jobs("SELECT doc FROM jobs WHERE job_id=?", (job_id,)))
+            except StoreError as exc:
+                self.unreadable[job_id] = exc.cause
+                log.error("job %s: its stored record cannot be read (%s)", job_id, exc.cause)
+        return jobs
 
     def query(self, q: JobQuery) -> list[Job]:
         """Jobs for accounting (sacct), by submit time then id."""
@@ -242,37 +340,25 @@ class SqliteStore:
         if not job_ids:
             return []
         marks = ",".join("?" * len(job_ids))
-        rows = (
-            self._conn()
-            .execute(
-                f"SELECT doc FROM steps WHERE job_id IN ({marks}) ORDER BY job_id, step_id",  # noqa: S608
-                list(job_ids),
-            )
-            .fetchall()
+        rows = self._rows(
+            f"SELECT doc FROM steps WHERE job_id IN ({marks}) ORDER BY job_id, step_id",  # noqa: S608
+            list(job_ids),
         )
         return [step_from_dict(orjson.loads(r[0])) for r in rows]
 
     def script(self, job_id: int) -> tuple[str, dict[str, str]] | None:
         """The script and environment a job (or its array) was submitted with."""
-        row = (
-            self._conn()
-            .execute("SELECT script, env FROM scripts WHERE job_id=?", (job_id,))
-            .fetchone()
-        )
-        if row is None:
+        rows = self._rows("SELECT script, env FROM scripts WHERE job_id=?", (job_id,))
+        if not rows:
             return None
+        row = rows[0]
         env: dict[str, str] = orjson.loads(row[1])
         return str(row[0]), env
 
     def events(self, job_id: int) -> list[StoredEvent]:
         """A job's event log, oldest first."""
-        rows = (
-            self._conn()
-            .execute(
-                "SELECT job_id, time, kind, detail FROM events WHERE job_id=? ORDER BY seq",
-                (job_id,),
-            )
-            .fetchall()
+        rows = self._rows(
+            "SELECT job_id, time, kind, detail FROM events WHERE job_id=? ORDER BY seq", (job_id,)
         )
         return [StoredEvent(r[0], r[1], r[2], orjson.loads(r[3])) for r in rows]
 
@@ -282,3 +368,28 @@ class SqliteStore:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+def _create_private(path: str) -> None:
+    """Create the database file 0600 before SQLite does (SQLite gives its -wal and -shm the
+    database's mode), and take group/other access away from an existing install's files:
+    they hold every job's script and environment. Never through a symbolic link."""
+    if path == ":memory:" or path.startswith("file:"):
+        return
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    for name in (path, f"{path}-wal", f"{path}-shm", f"{path}-journal"):
+        try:
+            fd = os.open(name, flags | (os.O_CREAT if name == path else 0), 0o600)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreError(f"{name}: {exc.strerror}", exc.strerror) from exc
+        try:
+            mode = os.fstat(fd).st_mode & 0o777
+            if mode & 0o077:
+                os.fchmod(fd, mode & 0o700)
+                log.warning(
+                    "%s was mode %o (readable by other users); now %o", name, mode, mode & 0o700
+                )
+        finally:
+            os.close(fd)

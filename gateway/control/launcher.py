@@ -1,0 +1,182 @@
+"""Starting jobs the scheduler placed: the RUNNING record made durable first, then the
+backend's launch; refusals, failures and store faults each leave the job in one state
+that memory and the store agree on (or that a restart reconciles), never RUNNING without
+a process that the store does not know of.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from gateway.model.backend import BackendError, Launch
+from gateway.model.job import Job
+from gateway.model.state import JobState, Reason
+from gateway.scheduler.cycle import Decision
+from gateway.store.base import StoreError
+
+if TYPE_CHECKING:
+    from gateway.control.gateway import Gateway
+
+__all__ = ["Launcher"]
+
+log = logging.getLogger("caldera.gateway")
+
+
+class Launcher:
+    """Launches for one gateway, with a back-off per cluster after retryable refusals."""
+
+    def __init__(self, gw: Gateway) -> None:
+        self.gw = gw
+        self._slots = asyncio.Semaphore(8)
+        # cluster -> (no launches before this monotonic time, current delay, waiting reason)
+        self._backoff: dict[str, tuple[float, float, Reason]] = {}
+
+    def not_backed_off(self, starts: Iterable[Decision], changed: list[Job]) -> list[Decision]:
+        """The starts whose cluster is not backing off after a retryable refusal; the others
+        keep waiting with the refusal's reason (appended to `changed`)."""
+        now = time.monotonic()
+        out: list[Decision] = []
+        for decision in starts:
+            held = self._backoff.get(decision.cluster)
+            if held is None or now >= held[0]:
+                out.append(decision)
+                continue
+            job = self.gw.jobs.get(decision.job.job_id)
+            if job is not None and job.reason is not held[2]:
+                changed.append(replace(job, reason=held[2]))
+        return out
+
+    def back_off(self, cluster: str, reason: Reason) -> None:
+        """No launches to `cluster` for a while: 0.5 s after a first refusal, doubling up to
+        30 s while refusals continue; a successful launch resets it."""
+        previous = self._backoff.get(cluster)
+        delay = min(previous[1] * 2, 30.0) if previous else 0.5
+        self._backoff[cluster] = (time.monotonic() + delay, delay, reason)
+
+    def prepare(self, decision: Decision) -> tuple[list[Job], Job, Job] | None:
+        """Split the task off its array (synchronously: the meta record changes now) and
+        build the RUNNING record: (changed array records, RUNNING record, its PENDING
+        version); None when the job is no longer pending."""
+        job = self.gw.jobs.get(decision.job.job_id)
+        if job is None or job.state is not JobState.PENDING:
+            return None
+        records: list[Job] = []
+        if decision.task is not None and job.array_pending is not None:
+            task, meta = self.gw.split_task(job, decision.task)
+            if meta is not None:
+                records.append(meta)
+                self.gw.jobs[meta.job_id] = meta
+        else:
+            task = job
+        placement = decision.placement
+        now = self.gw.clock()
+        running = replace(
+            task,
+            state=JobState.RUNNING,
+            reason=Reason.NONE,
+            start_time=now,
+            eligible_time=task.eligible_time or now,
+            nodes=tuple(p.node for p in placement),
+            placement=placement,
+            num_cpus=sum(p.cpus for p in placement),
+            partition=self._partition_for(task, placement[0].node),
+            cluster=decision.cluster,
+        )
+        self.gw.jobs[running.job_id] = running
+        return records, running, task
+
+    async def launch(
+        self, records: list[Job], running: Job, pending: Job, decision: Decision
+    ) -> None:
+        """Persist, then hand the job to its backend (off the event loop). When the start
+        cannot be stored (disk full, database locked), the job does not start: it is
+        PENDING again in memory as in the store, and the cluster backs off."""
+        script_id = running.array_job_id or running.job_id
+        try:
+            script_env = await asyncio.to_thread(self.gw.store.script, script_id)
+            # durable first: a restart must find the job RUNNING and reconcile, never start
+            # twice; the array's meta record may have moved on since (other tasks split
+            # off): write its current version, never the one this task saw
+            latest = [self.gw.jobs.get(r.job_id, r) for r in records]
+            await self.gw._commit([*latest, running], "start", nodes=list(running.nodes))
+        except StoreError as exc:
+            log.error("job %s not started: its start cannot be stored: %s", running.job_id, exc)
+            if self.gw.jobs.get(running.job_id) is running:
+                self.gw.jobs[running.job_id] = pending
+            self.back_off(decision.cluster, Reason.SYSTEM_FAILURE)
+            return
+        script, env = script_env if script_env else ("#!/bin/sh\n", {})
+
+        launch = Launch(
+            job=running,
+            script=script,
+            environment=env,
+            placement=decision.placement,
+            partition=running.partition,
+            cluster=decision.cluster,
+        )
+        backend = self.gw.backends[decision.cluster]
+        try:
+            async with self._slots:
+                backend_id = await asyncio.to_thread(backend.submit, launch)
+        except BackendError as exc:
+            if not exc.retryable:
+                await self._failed(running, exc)
+                return
+            # not now (unreachable, or full for now): the job waits, and the next submission
+            # of the same run finds a copy that did reach it by its tag (never a second job)
+            reason = exc.waiting_reason or Reason.CLUSTER_UNREACHABLE
+            log.warning(
+                "cluster %s refused job %s for now: %s", decision.cluster, running.job_id, exc
+            )
+            self.back_off(decision.cluster, reason)
+            back = replace(
+                self.gw.jobs.get(running.job_id, running),
+                state=JobState.PENDING,
+                reason=reason,
+                start_time=None,
+                nodes=(),
+                placement=(),
+                num_cpus=0,
+                backend_id=None,
+            )
+            await self.gw._commit_or_log([back], "launch-deferred", error=str(exc)[:200])
+            return
+        except Exception as exc:  # noqa: BLE001 - any other launch failure fails this job only
+            await self._failed(running, exc)
+            return
+        self._backoff.pop(decision.cluster, None)
+        current = self.gw.jobs.get(running.job_id, running)
+        # the job runs and is stored RUNNING; without its backend id a restart finds it by
+        # its job id (reconcile)
+        await self.gw._commit_or_log([replace(current, backend_id=backend_id)], "backend-id")
+        update = getattr(backend, "update_time_limit", None)
+        if current.time_limit != running.time_limit and callable(update):
+            # `scontrol update TimeLimit=` came while the launch was in flight (without a
+            # backend id there was nothing to forward it to): the running job gets it now
+            try:
+                await asyncio.to_thread(update, current, current.time_limit)
+            except Exception as exc:  # noqa: BLE001 - the job keeps running on the old limit
+                log.warning("time limit of job %s not updated: %s", current.job_id, exc)
+
+    async def _failed(self, running: Job, exc: Exception) -> None:
+        """The backend refused the job: it ends FAILED (JobLaunchFailure) with the reason."""
+        log.warning("launch of job %s failed: %s", running.job_id, exc)
+        current = self.gw.jobs.get(running.job_id, running)
+        failed = self.gw.ended(current, JobState.FAILED, 1 << 8, Reason.JOB_LAUNCH_FAILURE)
+        await self.gw._commit_or_log([replace(failed, state_desc=str(exc)[:200])], "launch-failed")
+
+    def _partition_for(self, job: Job, node: str) -> str:
+        wanted = job.partition.split(",")
+        for cluster in self.gw.clusters.values():
+            for n in cluster.nodes:
+                if n.name == node:
+                    for name in wanted:
+                        if name in n.partitions:
+                            return name
+        return wanted[0]

@@ -34,10 +34,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gateway.compat.gres import GresItem  # noqa: E402
 from gateway.model.backend import EventKind, Launch  # noqa: E402
 from gateway.model.job import Job  # noqa: E402
 from gateway.model.state import JobState  # noqa: E402
+from gateway.model.values import GresItem  # noqa: E402
 from k8s_bridge.backend import KubernetesBackend  # noqa: E402
 from k8s_bridge.binder import GangBinder, GangDemand  # noqa: E402
 from k8s_bridge.informer import Informer  # noqa: E402

@@ -39,7 +39,7 @@ from slurm_plugin.backend import SlurmBackend  # noqa: E402
 from slurm_plugin.client import Identity  # noqa: E402
 from slurm_plugin.config import SlurmClusterConfig, Transport  # noqa: E402
 from slurm_plugin.submit_args import build_request  # noqa: E402
-from slurm_plugin.testing import EventLog, make_launch, wrap  # noqa: E402
+from tests.support.slurm_jobs import EventLog, make_launch, wrap  # noqa: E402
 
 BASE = Path(os.environ.get("CALDERA_SLURM_BASE", "/tmp/caldera-slurm"))
 CONF = BASE / "etc" / "slurm.conf"

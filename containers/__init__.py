@@ -1,6 +1,8 @@
 """Container runtime layer: the local backend (supervised batch jobs), srun, Docker-API runner.
 
-- `LocalBackend` (containers.backend): the Backend protocol on one machine.
+- `LocalBackend` (containers.backend): the Backend protocol on one machine; it plans a run
+  (containers.planning), launches it (containers.launching), reports it from the spool
+  (containers.events) and ends it for good (containers.attempts, containers.proctrack).
 - `containers.supervisor`: the detached per-job supervisor (Caldera's slurmstepd).
 - `containers.srun`: `srun` inside local jobs (`python -m containers.srun`, or `srun` in the
   job's PATH, a shim written by the backend into `<spool>/bin`). It needs only the standard

@@ -12,6 +12,11 @@ their supervisor has exited), and none of them may start later. Three things mak
   its group after the kill kills itself (containers.runner);
 - `end_run`, which kills the run's group through its tracker (containers.proctrack) and waits
   for the supervisor to exit, and `record_loss`, for a supervisor that died (kill -9, OOM).
+
+A job with an image runs in a container whose processes live in the container engine's
+cgroup, not in the run's group: both remove it through the Docker API, found by the labels
+its plan gave it (containers.docker_runner.job_labels), and confirm that none is left, the
+last time after the supervisor (the only one that creates it) has exited.
 """
 
 from __future__ import annotations
@@ -28,11 +33,21 @@ from pathlib import Path
 
 import psutil
 
+from containers.docker_runner import remove_containers
 from containers.proctrack import ENDED_FILE, RECORD_FILE, ProcessTracker, end_attempt, from_record
-from containers.spool import JobResult, SupervisorInfo, read_json, write_json
+from containers.spool import (
+    ContainerPlan,
+    JobPlan,
+    JobResult,
+    SupervisorInfo,
+    read_json,
+    write_json,
+)
 from gateway.model.state import JobState, Reason
 
 __all__ = [
+    "END_WAIT_S",
+    "SPAWN_GRACE_S",
     "Ended",
     "JobLock",
     "alive",
@@ -45,6 +60,8 @@ __all__ = [
 
 log = logging.getLogger("caldera.local")
 _LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+SPAWN_GRACE_S = 30.0  # a supervisor that never wrote supervisor.json by then is lost
+END_WAIT_S = 3.0  # how long ending a run may wait for its processes to be confirmed gone
 
 
 class JobLock:
@@ -91,10 +108,12 @@ def job_lock(jobs_dir: Path, job_id: int) -> Iterator[JobLock]:
 
 @dataclass(frozen=True, slots=True)
 class Ended:
-    """What ending a run did: processes killed, and whether its end is confirmed."""
+    """What ending a run did: processes killed, containers removed, and whether its end is
+    confirmed."""
 
     killed: int
     confirmed: bool
+    containers: int = 0
 
 
 def alive(info: SupervisorInfo | None) -> bool:
@@ -122,6 +141,17 @@ def release(jobdir: Path) -> None:
         found[0].remove(found[1])
 
 
+def _container(jobdir: Path) -> ContainerPlan | None:
+    """The container a run's plan asks for (None: a process job, or no readable plan)."""
+    data = read_json(jobdir / "plan.json")
+    if not isinstance(data, dict):
+        return None
+    try:
+        return JobPlan.from_json(data).container
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
 def _supervisor(jobdir: Path) -> SupervisorInfo | None:
     return SupervisorInfo.from_json(read_json(jobdir / "supervisor.json"))
 
@@ -136,14 +166,17 @@ def _wait(until: float, done: Callable[[], bool]) -> None:
         time.sleep(0.02)
 
 
-def end_run(jobdir: Path, wait_s: float, spawn_grace_s: float) -> Ended:
-    """End one run: mark it ended, tell its supervisor (cancel), kill its whole group, and
-    wait (up to `wait_s`) until the group is empty and the supervisor has exited; a supervisor
-    that outlives its empty group is killed (it could still open the job's files)."""
+def end_run(jobdir: Path, wait_s: float, spawn_grace_s: float, term_grace_s: float = 0.0) -> Ended:
+    """End one run: mark it ended, tell its supervisor (cancel: SIGTERM to the job, as
+    slurmstepd does, so its steps end CANCELLED 0:15 as Slurm records a requeued run), give
+    it up to `term_grace_s` to finish that way, then kill its whole group (or remove its
+    container), and wait (up to `wait_s` more) until the group is empty and the supervisor
+    has exited; a supervisor that outlives its empty group is killed (it could still open
+    the job's files)."""
     if not (jobdir / "spawned").exists():
         return Ended(0, True)
     _mark_ended(jobdir)
-    deadline = time.monotonic() + wait_s
+    deadline = time.monotonic() + wait_s + term_grace_s
     info = _supervisor(jobdir)
     if info is None and _spawned_age(jobdir) < spawn_grace_s:
         _wait(deadline, lambda: (jobdir / "supervisor.json").exists())  # still starting
@@ -152,40 +185,55 @@ def end_run(jobdir: Path, wait_s: float, spawn_grace_s: float) -> Ended:
         write_json(jobdir / "ctl" / f"{time.time_ns()}.json", {"action": "cancel"}, mode=0o600)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(info.pid, signal.SIGTERM)
+        if term_grace_s > 0:  # the supervisor ends the job itself: SIGTERM, then SIGKILL
+            _wait(time.monotonic() + term_grace_s, lambda: not alive(info))
     found = tracking(jobdir)
-    killed, gone = 0, True
+    container = _container(jobdir)
+    killed, gone, removed = 0, True, 0
     if found is not None:
         killed, gone = end_attempt(found[0], found[1], max(deadline - time.monotonic(), 0.1))
+    if container is not None:
+        removed, gone = remove_containers(
+            container.docker_host, container.labels, max(deadline - time.monotonic(), 1.0)
+        )
     _wait(deadline, lambda: not alive(info))
-    if alive(info) and info is not None and found is not None and gone:
+    if alive(info) and info is not None and (found is not None or container is not None) and gone:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(info.pid, signal.SIGKILL)
         _wait(time.monotonic() + 1.0, lambda: not alive(info))
     if info is None and _spawned_age(jobdir) < spawn_grace_s:
         gone = False  # a supervisor that has not shown itself yet may still be starting
     gone = gone and not alive(info)
+    if gone and container is not None:  # again: the supervisor may have made it meanwhile
+        more, gone = remove_containers(container.docker_host, container.labels, wait_s)
+        removed += more
     if gone and found is not None:
         found[0].remove(found[1])
-    return Ended(killed, gone)
+    return Ended(killed, gone, removed)
 
 
 def record_loss(
     jobdir: Path, job_id: int, run: int, info: SupervisorInfo | None, wait_s: float
 ) -> JobResult | None:
-    """A supervisor died without a result: mark the run ended, kill its orphaned processes,
-    and once none is left record the loss (NODE_FAIL) and log it; None while processes of
-    the run may still be running (the caller reports nothing yet and tries again)."""
+    """A supervisor died without a result: mark the run ended, kill its orphaned processes
+    (or remove its container), and once none is left record the loss (NODE_FAIL) and log
+    it; None while the run may still be running (the caller reports nothing yet and tries
+    again)."""
     _mark_ended(jobdir)
     found = tracking(jobdir)
-    killed, gone = 0, True
+    container = _container(jobdir)
+    killed, gone, removed = 0, True, 0
     if found is not None:
         killed, gone = end_attempt(found[0], found[1], wait_s)
+    if container is not None:
+        removed, gone = remove_containers(container.docker_host, container.labels, wait_s)
     if not gone:
         log.warning(
-            "job %s (run %s): supervisor gone and processes still alive after SIGKILL; "
-            "not requeued until they are gone",
+            "job %s (run %s): supervisor gone and its %s not confirmed gone; "
+            "not requeued until it is",
             job_id,
             run,
+            "processes" if container is None else f"container ({container.docker_host})",
         )
         return None
     if found is not None:
@@ -193,6 +241,10 @@ def record_loss(
     now = time.time()
     who = f"supervisor {info.pid}" if info is not None else "supervisor (never started)"
     message = f"{who} of job {job_id} died; {killed} orphaned processes killed"
+    extra = {"lost": "supervisor", "orphans_killed": str(killed)}
+    if container is not None:
+        message += f", {removed} containers removed"
+        extra["containers_removed"] = str(removed)
     log.warning("job %s (run %s): %s", job_id, run, message)
     result = JobResult(
         JobState.NODE_FAIL,
@@ -202,7 +254,7 @@ def record_loss(
         info.start_time if info is not None else now,
         now,
         message=message,
-        extra={"lost": "supervisor", "orphans_killed": str(killed)},
+        extra=extra,
     )
     write_json(jobdir / "result.json", result.to_json(), mode=0o600)
     return result

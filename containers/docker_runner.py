@@ -20,10 +20,53 @@ from containers.runner import OpenedIO, StartError
 from containers.spool import ContainerPlan, JobPlan
 from gateway.model.job import wait_status
 
-__all__ = ["SCRIPT_TARGET", "ContainerRunner", "docker_client", "parse_mounts"]
+__all__ = [
+    "SCRIPT_TARGET",
+    "ContainerRunner",
+    "docker_client",
+    "job_labels",
+    "parse_mounts",
+    "remove_containers",
+]
 
 SCRIPT_TARGET = "/caldera/slurm_script"
 _LABEL = "caldera.job_id"
+_RUN_LABEL = "caldera.run"
+_NAMESPACE_LABEL = "caldera.namespace"  # the backend's (containers.proctrack.namespace_for)
+
+
+def job_labels(namespace: str, job_id: int, run: int) -> tuple[tuple[str, str], ...]:
+    """The labels of one run's container: the backend, the job and the run, so that the
+    backend finds it through the Docker API without its supervisor (requeue, a lost one)."""
+    return ((_NAMESPACE_LABEL, namespace), (_LABEL, str(job_id)), (_RUN_LABEL, str(run)))
+
+
+def remove_containers(
+    host: str, labels: tuple[tuple[str, str], ...], timeout: float
+) -> tuple[int, bool]:
+    """Kill and remove every container carrying all these labels, then list again:
+    (how many were removed, whether none is left). Not confirmed when the Docker API
+    cannot be reached: the caller must not treat the run as gone."""
+    if not labels:
+        return 0, True
+    selector = {"label": [f"{key}={value}" for key, value in labels]}
+    removed = 0
+    try:
+        client = docker_client(host, timeout=max(timeout, 1.0))
+    except Exception:  # noqa: BLE001 - no SDK or a bad URL: not confirmed
+        return 0, False
+    try:
+        for container in client.containers.list(all=True, filters=selector):
+            with contextlib.suppress(Exception):  # already stopped, or gone meanwhile
+                container.kill()
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+                removed += 1
+        return removed, not client.containers.list(all=True, filters=selector)
+    except Exception:  # noqa: BLE001 - the engine did not answer: not confirmed
+        return removed, False
+    finally:
+        client.close()
 
 
 def docker_client(host: str, timeout: float = 60.0) -> Any:
@@ -92,7 +135,7 @@ class ContainerRunner:
                 working_dir=cplan.workdir or plan.workdir,
                 environment=env,
                 volumes=volumes,
-                labels={_LABEL: str(plan.job_id)},
+                labels={_LABEL: str(plan.job_id), **dict(cplan.labels)},
                 name=cplan.name,
                 network_mode="host",
                 detach=True,

@@ -6,12 +6,14 @@ import contextlib
 import ctypes
 import os
 import pwd
+import resource
 import signal
 from collections.abc import Iterator, Sequence
 
 import psutil
 
 __all__ = [
+    "apply_rlimits",
     "as_user",
     "child_reset",
     "descendants",
@@ -120,3 +122,36 @@ def login_environment(user: str) -> dict[str, str]:
         "PATH": path,
         "MAIL": f"/var/mail/{user}",
     }
+
+
+_RLIMITS = {
+    "CPU": resource.RLIMIT_CPU,
+    "FSIZE": resource.RLIMIT_FSIZE,
+    "DATA": resource.RLIMIT_DATA,
+    "STACK": resource.RLIMIT_STACK,
+    "CORE": resource.RLIMIT_CORE,
+    "RSS": resource.RLIMIT_RSS,
+    "NPROC": resource.RLIMIT_NPROC,
+    "NOFILE": resource.RLIMIT_NOFILE,
+    "MEMLOCK": resource.RLIMIT_MEMLOCK,
+    "AS": resource.RLIMIT_AS,
+}
+_RLIM_INFINITY_TEXT = (1 << 64) - 1  # how sbatch prints RLIM_INFINITY
+
+
+def apply_rlimits(limits: Sequence[tuple[str, int]]) -> list[str]:
+    """Set these soft limits (the submitter's, as slurmstepd's set_user_limits does), keeping
+    the hard ones; a limit above the hard limit stays as it is, as Slurm leaves it. Returns
+    the names that could not be set."""
+    refused: list[str] = []
+    for name, value in limits:
+        which = _RLIMITS.get(name)
+        if which is None:
+            continue
+        soft = resource.RLIM_INFINITY if value >= _RLIM_INFINITY_TEXT else value
+        _, hard = resource.getrlimit(which)
+        try:
+            resource.setrlimit(which, (soft, hard))
+        except (ValueError, OSError):
+            refused.append(name)
+    return refused

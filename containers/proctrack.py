@@ -36,6 +36,7 @@ __all__ = [
     "ATTEMPT_VAR",
     "ENDED_FILE",
     "RECORD_FILE",
+    "TRACKER_NAMES",
     "Cgroup2Tracker",
     "FreezerTracker",
     "ProcessTracker",
@@ -50,6 +51,7 @@ __all__ = [
 ATTEMPT_VAR = "CALDERA_ATTEMPT"  # in every job process's environment: <namespace>/<attempt>
 RECORD_FILE = "proctrack.json"  # in an attempt's spool directory: record() (root, 0600)
 ENDED_FILE = "ended"  # in an attempt's spool directory: the backend ended this attempt
+TRACKER_NAMES = ("auto", "cgroup2", "freezer", "session")  # what select_tracker accepts
 _FREEZE_WAIT_S = 1.0
 
 
@@ -314,7 +316,12 @@ def _usable(tracker: _Cgroup, files: tuple[str, ...]) -> bool:
 def select_tracker(namespace: str, prefer: str = "auto") -> ProcessTracker:
     """The best tracker this machine offers (`prefer`: auto, cgroup2, freezer or session):
     cgroup v2 when a writable cgroup2 mount with cgroup.kill or cgroup.freeze exists, else
-    the v1 freezer, else sessions (also whenever not root)."""
+    the v1 freezer, else sessions (also whenever not root). ValueError for another name,
+    OSError when the one named is not available here."""
+    if prefer not in TRACKER_NAMES:
+        raise ValueError(
+            f"unknown process tracking {prefer!r} (one of: {', '.join(TRACKER_NAMES)})"
+        )
     if prefer == "session" or os.geteuid() != 0:
         return SessionTracker(namespace)
     mounts = _mounts()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from containers.proc import (
+    apply_rlimits,
     as_user,
     child_reset,
     descendants,
@@ -140,6 +141,7 @@ class ProcessRunner:
                 os.dup2(self.io.stdout, 1)
                 os.dup2(self.io.stderr, 2)
                 os.umask(plan.umask)
+                apply_rlimits(plan.rlimits)  # not the daemon's raised limits: the user's
                 drop_privileges(plan.uid, plan.gid, plan.groups)
                 try:
                     os.chdir(plan.workdir)

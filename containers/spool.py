@@ -1,19 +1,32 @@
 """The local backend's spool: one directory per job, written atomically, read defensively.
 
-Layout of `<spool>/jobs/<job_id>[.<run>]/` (root-owned 0711 when the backend runs as root):
+Layout, when the backend runs as root (writers: B the backend in the gateway, S the job's
+supervisor, U the job's user (srun); every root file is written by `write_json` unless said):
 
-- `plan.json`         what the supervisor executes (JobPlan, with the environment: 0600)
-- `slurm_script`      the batch script, owned by the job's user, 0700
-- `spawned`           marker: a supervisor was started for this job (submit is idempotent)
-- `supervisor.json`   the supervisor's pid and process start time, and the job's start time
-- `supervisor.log`    the supervisor's own stderr (0600)
-- `batch_step.json`   the `batch` step, written by the supervisor
-- `closed_steps.json` srun steps the supervisor closed (killed with the job): they override
-                      srun's own records
-- `result.json`       how the job ended (JobResult), written once, last
-- `ctl/`              requests to the supervisor (cancel, signal), one file each (root, 0700)
-- `steps/`            one record per srun step (`N.json`), owned by the job's user so that
-                      srun, running as the user, can write them
+`<spool>/` (0711) holds `bin/srun` (B, 0755: the shim first on every job's PATH) and
+`jobs/` (0711), which holds `.<job_id>.lock` (B, 0600: the per-job lock and its floor, the
+lowest run that may still start; containers.attempts) and one directory per run,
+`<job_id>` for run 0 and `<job_id>.<run>` after a requeue (B, root 0711):
+
+- `plan.json`         B, 0600: what the supervisor executes (JobPlan, with the environment)
+- `slurm_script`      B, owned by the job's user, 0700: the batch script
+- `proctrack.json`    B, 0600: the run's process group (containers.proctrack `record`);
+                      absent for a job with an image (its container carries labels instead)
+- `spawned`           B (plain write, the gateway's umask; holds only a time): a supervisor
+                      was started for this run (submit is idempotent)
+- `supervisor.log`    B creates it 0600, S writes it: the supervisor's own stdout/stderr
+- `supervisor.json`   S, 0600: the supervisor's pid and process start time, the job's start
+- `batch_step.json`   S, 0600: the `batch` step (RUNNING, then how it ended)
+- `closed_steps.json` S, 0600: srun steps the supervisor closed (killed with the job); they
+                      override srun's own records
+- `ended`             B, 0600: the run was ended (requeue, fail-over, a lost supervisor); a
+                      supervisor or script process that finds it never runs the script
+- `result.json`       S, 0600, written once, last: how the job ended (JobResult); B writes it
+                      instead (NODE_FAIL) when the supervisor died (containers.attempts)
+- `ctl/`              B, 0700: requests to the supervisor (cancel, signal, time limit), one
+                      0600 file each, removed by S when read
+- `steps/`            owned by the job's user, 0700: one record per srun step (`N.json`, U,
+                      0600), written by srun as the user
 
 Privilege rule (slurmstepd's): root writes only into directories it owns (`write_json`
 checks), and reads the user's `steps/` only through `read_owned_json` (a directory
@@ -160,6 +173,7 @@ class ContainerPlan:
     mounts: tuple[tuple[str, str, bool], ...] = ()  # (source, target, read_only)
     workdir: str | None = None
     name: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()  # set on the container: how it is found again
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +202,7 @@ class JobPlan:
     cpus: int
     ntasks: int
     umask: int = 0o022
+    rlimits: tuple[tuple[str, int], ...] = ()  # the submitter's soft limits (SLURM_RLIMIT_*)
     poll_interval_s: float = 0.05
     container: ContainerPlan | None = None
 
@@ -199,12 +214,14 @@ class JobPlan:
         values = dict(data)
         values["groups"] = tuple(values["groups"])
         values["args"] = tuple(values["args"])
+        values["rlimits"] = tuple((str(n), int(v)) for n, v in values.get("rlimits", ()))
         if values.get("signal") is not None:
             sig, lead, batch = values["signal"]
             values["signal"] = (int(sig), float(lead), bool(batch))
         if values.get("container") is not None:
             c = dict(values["container"])
             c["mounts"] = tuple((s, t, bool(ro)) for s, t, ro in c.get("mounts", ()))
+            c["labels"] = tuple((str(k), str(v)) for k, v in c.get("labels", ()))
             values["container"] = ContainerPlan(**c)
         return cls(**values)
 

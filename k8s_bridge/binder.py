@@ -3,21 +3,23 @@
 Without Volcano, Caldera is the scheduler of its pods (schedulerName `caldera`). A binder
 pass takes the nodes (allocatable, labels, taints) and every pod already bound to them
 (plus the pods this binder has bound but not yet seen bound: the "assumed" pods, as
-kube-scheduler keeps them) and places each waiting gang, in order, all ranks or none:
+kube-scheduler keeps them) and goes through the waiting gangs in order, all ranks or none:
 
-1. filter: the gateway scheduler's own ResourceFit (node state, partition, features, GPU
-   type, exclusivity, cpus/memory/GPUs) plus the pod's nodeSelector/required affinity;
-2. capacity: how many ranks of this gang each node still takes, from the pod's exact
-   requests (every extended resource: GPUs, RDMA devices, pod slots);
-3. choose: the smallest leaf switch that holds the whole gang, else the fullest leaves
-   (fewest switches, as Slurm's topology plugin); inside, the fullest nodes first (bin
-   packing keeps whole nodes free), several ranks per node when they fit (a rank is a pod,
-   and pods share nodes as in Volcano);
-4. reserve every rank on the working copy, or none.
+- A gang the gateway placed (one node per rank, `GangDemand.hint`) is bound as decided:
+  the binder verifies that every rank still fits its node (free resources, node state,
+  the pod's nodeSelector/affinity) and binds it; it never moves the gang. A gang whose
+  placement does not fit yet keeps its pods unbound and is tried again on the next pass;
+  the gangs behind it were placed by the gateway too and go ahead.
+- A gang without a placement (submitted to the backend directly, not through the
+  gateway's scheduler) is placed here with the gateway's own placement function
+  (`gateway.scheduler.topology_plugin.place_gang`) over the free rank slots: the gateway
+  scheduler's ResourceFit plus the pod's node rules decide which nodes qualify, the
+  pod's exact requests how many ranks each takes (several ranks share a node when they
+  fit, as pods do in Volcano); the fullest nodes come first (bin packing keeps whole
+  nodes free). Such a gang that does not fit stops the pass (first come, first served:
+  big gangs are not starved).
 
-Only a gang whose every rank has a node gets Bindings; a gang that does not fit keeps all
-its pods unbound and the gangs behind it wait (first come, first served: big gangs are not
-starved). The Bindings of a placed gang are posted in parallel.
+Only a gang whose every rank has a node gets Bindings; they are posted in parallel.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ from typing import Any
 
 from gateway.model.cluster import ClusterState, Node, NodeState
 from gateway.model.job import Job
+from gateway.model.topology import Topology
 from gateway.scheduler.builtin import ResourceFit
 from gateway.scheduler.request import NodeRequest, node_request
 from gateway.scheduler.snapshot import NodeFree, Snapshot
+from gateway.scheduler.topology_plugin import place_gang
 from k8s_bridge.inventory import NodeInfo, PodUsage, cluster_state
 from k8s_bridge.kube import KubeClient, KubeError
 from k8s_bridge.options import K8sOptions
@@ -140,8 +144,8 @@ class GangDemand:
 
 
 class _ShapeView:
-    """Room for one gang shape (requests + node rules) on every node and leaf switch, kept
-    up to date as gangs are placed: a gang of a known shape costs O(leaves), not O(nodes)."""
+    """Rank slots for one gang shape (requests + node rules) on every node, kept up to
+    date as gangs are placed: gangs of a known shape reuse the per-node capacities."""
 
     def __init__(
         self,
@@ -157,18 +161,8 @@ class _ShapeView:
         self.need = gang.largest()
         req = node_request(gang.job.spec)
         self.req = replace(req, nodes=1, nodelist=(), partitions=())  # per rank; affinity decides
-        self.cap: dict[str, int] = {}
-        self.leaf_of: dict[str, str] = {}
-        self.leaf_room: dict[str, int] = {}
-        self.leaf_nodes: dict[str, list[str]] = {}
-        for name, node in models.items():
-            leaf = node.switch or ""
-            self.leaf_of[name] = leaf
-            self.leaf_nodes.setdefault(leaf, []).append(name)
-            cap = self._capacity(name)
-            self.cap[name] = cap
-            self.leaf_room[leaf] = self.leaf_room.get(leaf, 0) + cap
-        self.total = sum(self.cap.values())
+        self.names = sorted(models)
+        self.cap = {name: self._capacity(name) for name in self.names}
 
     def _capacity(self, name: str) -> int:
         return self.binder.capacity(
@@ -184,35 +178,26 @@ class _ShapeView:
     def refresh(self, changed: set[str]) -> None:
         """Nodes whose free resources changed."""
         for name in changed:
-            if name not in self.cap:
-                continue
-            cap = self._capacity(name)
-            delta = cap - self.cap[name]
-            if delta:
-                self.cap[name] = cap
-                self.leaf_room[self.leaf_of[name]] += delta
-                self.total += delta
+            if name in self.cap:
+                self.cap[name] = self._capacity(name)
 
-    def choose(self, ranks: int) -> tuple[str, ...] | None:
-        """The smallest leaf that holds every rank, else the roomiest leaves; inside, the
-        nodes with the least room first (best fit). None when the gang does not fit."""
-        if self.total < ranks:
+    def choose(self, ranks: int, topo: Topology | None) -> tuple[str, ...] | None:
+        """A node per rank by `place_gang` over the free slots (a node with room for k
+        ranks is k candidates), fullest nodes first. None when the gang does not fit."""
+        if sum(self.cap.values()) < ranks:
             return None
-        whole = [(room, leaf) for leaf, room in self.leaf_room.items() if room >= ranks]
-        if whole:
-            leaves = [min(whole)[1]]
-        else:
-            rooms = sorted(((-room, leaf) for leaf, room in self.leaf_room.items() if room))
-            leaves = [leaf for _, leaf in rooms]
-        chosen: list[str] = []
-        for leaf in leaves:
-            names = [n for n in self.leaf_nodes[leaf] if self.cap[n] > 0]
-            for name in sorted(names, key=lambda n: (self.cap[n], n)):
-                take = min(self.cap[name], ranks - len(chosen))
-                chosen.extend([name] * take)
-                if len(chosen) == ranks:
-                    return tuple(chosen)
-        return None
+        by_room: dict[int, list[str]] = {}
+        for name in self.names:  # by name: a bucket sort by room keeps that order inside
+            if self.cap[name] > 0:
+                by_room.setdefault(self.cap[name], []).append(name)
+        slots = [
+            self.node_free[n]
+            for room in sorted(by_room)
+            for n in by_room[room]
+            for _ in range(min(room, ranks))
+        ]
+        placed = place_gang(ranks, slots, topo)
+        return None if placed is None else tuple(f.node.name for f in placed.nodes)
 
 
 @dataclass
@@ -247,7 +232,7 @@ class GangBinder:
         self._pool = ThreadPoolExecutor(max_workers=max(opts.workers, 1), thread_name_prefix="bind")
         self._state_version: int | None = None
         self._state: ClusterState | None = None
-        self._switch: dict[str, str | None] = {}
+        self._topology: Topology | None = None
         self._fit = ResourceFit()
         self._label_cache: dict[tuple[str, str], bool] = {}
         self.passes = 0
@@ -281,7 +266,8 @@ class GangBinder:
     def _cluster(self, nodes: Mapping[str, NodeInfo], version: int | None) -> ClusterState:
         if self._state is None or version is None or self._state_version != version:
             self._state = cluster_state(self.cluster, nodes.values(), self.opts)
-            self._switch = {n.name: n.switch for n in self._state.nodes}
+            paths = {n.name: [n.switch] for n in self._state.nodes if n.switch}
+            self._topology = Topology.from_paths(paths) if paths else None
             self._state_version = version
             self._label_cache.clear()
         return self._state
@@ -326,8 +312,7 @@ class GangBinder:
     def _fits_hint(
         self, gang: GangDemand, state: ClusterState, free: Mapping[str, Mapping[str, int]]
     ) -> bool:
-        if len(gang.hint) != gang.ranks:
-            return False
+        """Whether every rank still fits the node the gateway chose for it."""
         models = {n.name: n for n in state.nodes}
         left = {name: dict(free.get(name) or {}) for name in set(gang.hint)}
         for node_name, need in zip(gang.hint, gang.requests, strict=True):
@@ -351,7 +336,8 @@ class GangBinder:
         nodes_version: int | None = None,
         on_placed: Callable[[GangDemand, tuple[str, ...]], None] | None = None,
     ) -> list[tuple[GangDemand, tuple[str, ...]]]:
-        """Nodes for as many gangs as fit, in order, stopping at the first that does not.
+        """Nodes for the gangs that fit: each placed gang's own placement when it still
+        fits, the others in order up to the first that does not (see the module doc).
         Placed gangs' pods are assumed at once, so the next pass sees them; `on_placed`
         is called as soon as a gang is placed (e.g. to bind it while the next is placed)."""
         started = time.perf_counter()
@@ -369,17 +355,20 @@ class GangBinder:
         views: dict[tuple[Any, ...], _ShapeView] = {}
         out: list[tuple[GangDemand, tuple[str, ...]]] = []
         for gang in gangs:
-            if self._fits_hint(gang, state, free):
-                chosen: tuple[str, ...] | None = gang.hint
+            chosen: tuple[str, ...] | None
+            if len(gang.hint) == gang.ranks:  # placed by the gateway (as rank_shares reads it)
+                if not self._fits_hint(gang, state, free):
+                    continue  # the gateway's decision waits for its nodes; never moved
+                chosen = gang.hint
             else:
                 key = gang.shape_key()
                 view = views.get(key)
                 if view is None:
                     view = _ShapeView(self, gang, models, free, node_free, snap)
                     views[key] = view
-                chosen = view.choose(gang.ranks)
-            if chosen is None:
-                break
+                chosen = view.choose(gang.ranks, self._topology)
+                if chosen is None:
+                    break
             for rank, node_name in enumerate(chosen):
                 have = free[node_name]
                 for res, value in gang.requests[rank].items():

@@ -5,7 +5,8 @@ partition (`K8sOptions.default_partition`, "k8s" unless configured); a node labe
 `caldera.io/partition=<name>` is also in partition <name>. Features (`-C`) are the labels
 `feature.caldera.io/<feature>=true`, plus ib/infiniband/rdma/roce on nodes that have RDMA
 devices allocatable, plus the short GPU model (`a100` from `NVIDIA-A100-SXM4-80GB`).
-The leaf switch is the `topology.caldera.io/leaf` label.
+The switch is the `topology.caldera.io/leaf` label, else the block label
+(`gateway.topology.k8s_labels`, the one reader of topology labels).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
 from gateway.model.cluster import ClusterState, Gpu, Nic, Node, NodeState, Partition
+from gateway.topology.k8s_labels import node_switch
 from k8s_bridge.options import K8sOptions
 
 __all__ = [
@@ -238,7 +240,7 @@ def node_model(info: NodeInfo, opts: K8sOptions) -> Node:
             for i in range(gpus)
         ),
         nics=tuple(Nic(device=f"{opts.rdma_resource}:{i}") for i in range(rdma)),
-        switch=labels.get(opts.leaf_label),
+        switch=node_switch(labels, opts.leaf_label),
         reason=reason,
         labels=labels,
     )

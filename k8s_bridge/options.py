@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 
+from gateway.topology.k8s_labels import CALDERA_TIERS
+
 __all__ = ["GangMode", "K8sOptions", "Toleration"]
 
 
@@ -94,7 +96,7 @@ class K8sOptions:
     default_partition: str = "k8s"
     partition_label: str = "caldera.io/partition"
     feature_label_prefix: str = "feature.caldera.io/"  # <prefix><feature>=true -> -C feature
-    leaf_label: str = "topology.caldera.io/leaf"
+    leaf_label: str = CALDERA_TIERS[0]  # the first tier of gateway.topology.k8s_labels
     # protection of the API server
     max_pending_pods: int = 256  # not-yet-running pods of this cluster, all jobs together
     qps: float = 50.0

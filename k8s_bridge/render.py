@@ -18,6 +18,7 @@ once the root exists and its uid is known.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -383,6 +384,17 @@ def _env_data(
 # --- the gang -------------------------------------------------------------------------
 
 
+def _script_data(script: str, hosts: str) -> Manifest:
+    """The root ConfigMap's keys: a script that is not UTF-8 (its bytes escaped with
+    surrogateescape, as sbatch takes any bytes) goes in `binaryData`, which carries bytes."""
+    try:
+        script.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = base64.b64encode(script.encode("utf-8", "surrogateescape")).decode()
+        return {"data": {"hostfile": hosts}, "binaryData": {"script": raw}}
+    return {"data": {"script": script, "hostfile": hosts}}
+
+
 def render_gang(req: GangRequest, opts: K8sOptions, mode: GangMode) -> GangManifests:
     """Every object of the job attempt `req` for a cluster in `mode`."""
     names = GangNames(opts.name_prefix, req.job_id, req.attempt)
@@ -395,7 +407,7 @@ def render_gang(req: GangRequest, opts: K8sOptions, mode: GangMode) -> GangManif
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(req, names, names.root, "root", opts, common),
-        "data": {"script": req.script, "hostfile": hostfile(names, shares)},
+        **_script_data(req.script, hostfile(names, shares)),
     }
     env_data, dropped = _env_data(req, names, shares, opts)
     env_ann = {ANN_DROPPED_ENV: ",".join(dropped)} if dropped else None

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from gateway.compat.duration import INFINITE
 from gateway.model.backend import Launch
 from gateway.model.job import RankPlacement
 from gateway.model.jobspec import JobSpec
+from gateway.model.values import INFINITE
 from gateway.scheduler.request import NodeRequest, node_request
 
 __all__ = ["RDMA_FEATURES", "GangRequest", "RankShare", "rank_shares", "rdma_per_rank"]

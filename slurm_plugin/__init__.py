@@ -9,9 +9,6 @@ and slurm_plugin/clusters.example.toml for the configuration file.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
-
-from gateway.model.job import Job
 from slurm_plugin.accounting import AccountingRecord
 from slurm_plugin.backend import SlurmBackend
 from slurm_plugin.config import (
@@ -25,7 +22,6 @@ from slurm_plugin.errors import SlurmError, SlurmRejected, SlurmUnreachable
 
 __all__ = [
     "AccountingRecord",
-    "JobControl",
     "SlurmBackend",
     "SlurmClusterConfig",
     "SlurmConfigError",
@@ -37,28 +33,6 @@ __all__ = [
     "make_slurm_backends",
     "parse_slurm_config",
 ]
-
-
-@runtime_checkable
-class JobControl(Protocol):
-    """What a backend that queues jobs itself (Slurm) offers beyond `Backend`: control of
-    a job the gateway handed over but that the backend has not started yet."""
-
-    def hold(self, job: Job, admin: bool = False) -> None:
-        """scontrol uhold / hold."""
-        ...
-
-    def release(self, job: Job) -> None:
-        """scontrol release."""
-        ...
-
-    def requeue(self, job: Job, hold: bool = False) -> None:
-        """scontrol requeue / requeuehold."""
-        ...
-
-    def update_time_limit(self, job: Job, minutes: int) -> None:
-        """scontrol update TimeLimit."""
-        ...
 
 
 def make_slurm_backends(site: SlurmSiteConfig) -> dict[str, SlurmBackend]:

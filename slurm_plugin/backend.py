@@ -386,7 +386,7 @@ class SlurmBackend(Watcher):
 
     def update_time_limit(self, job: Job, minutes: int) -> None:
         """scontrol update TimeLimit (minutes; Slurm checks partition limits)."""
-        from gateway.compat.duration import INFINITE
+        from gateway.model.values import INFINITE
 
         ref = self._require_ref(job)
         if ref is None:

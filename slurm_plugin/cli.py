@@ -270,6 +270,7 @@ class CliClient:
                 input=stdin,
                 capture_output=True,
                 text=True,
+                errors="surrogateescape",  # a script's bytes pass through whatever they are
                 env=self._env(env),
                 cwd="/",
                 timeout=timeout,
@@ -331,7 +332,7 @@ class CliClient:
         tmp = Path(tempfile.mkdtemp(prefix="caldera-sbatch-"))
         try:
             path = tmp / "script"
-            path.write_text(request.script)
+            path.write_text(request.script, errors="surrogateescape")  # any bytes, as sbatch
             if identity is not None and self._root:
                 os.chown(tmp, identity.uid, identity.gid)
                 os.chown(path, identity.uid, identity.gid)

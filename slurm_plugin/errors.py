@@ -33,9 +33,8 @@ class SlurmError(BackendError):
         command: Sequence[str] = (),
         errno: int | None = None,
     ) -> None:
-        super().__init__(message, retryable=retryable)
+        super().__init__(message, retryable=retryable, errno=errno)
         self.command = tuple(command)
-        self.errno = errno
 
 
 class SlurmUnreachable(SlurmError):

@@ -17,9 +17,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gateway.compat.dependency import ALL_TASKS, Dependency, DepItem, DepKind
 from gateway.model.job import Job
 from gateway.model.state import JobState, Reason, state_from_slurm
+from gateway.model.values import ALL_TASKS, Dependency, DepItem, DepKind
 
 __all__ = [
     "SlurmRef",

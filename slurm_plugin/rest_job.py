@@ -15,10 +15,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gateway.compat.duration import INFINITE
-from gateway.compat.gres import GresItem
-from gateway.compat.quantity import signal_num_to_name
 from gateway.model.jobspec import JobSpec, Sharing
+from gateway.model.values import INFINITE, GresItem, signal_num_to_name
 from slurm_plugin.client import SubmitRequest
 
 __all__ = ["RestUnsupported", "rest_job_properties"]

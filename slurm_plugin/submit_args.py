@@ -8,7 +8,8 @@ job description from the same JobSpec) except for what Caldera owns:
 - an array task is submitted as the one-task array `--array=<index>`;
 - dependencies become Slurm's own when their targets are jobs of the same cluster (the
   backend computes that); Caldera evaluated the others before releasing the job;
-- `--hold` was Caldera's to honour (the job is released when it reaches Slurm);
+- `--hold` was Caldera's to honour (the job is released when it reaches Slurm), and so
+  are `--burst` and `--gpu-memory`, which sbatch does not know;
 - an image request wraps the script in a container launcher (slurm_plugin.container);
 - the job's environment gets CALDERA_JOB_ID (and CALDERA_ARRAY_JOB_ID) and CALDERA_CLUSTER.
 """
@@ -18,13 +19,13 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from gateway.compat.render import render_argv
 from gateway.model.backend import Launch
 from slurm_plugin.client import Identity, SubmitRequest
 from slurm_plugin.config import SlurmClusterConfig
 from slurm_plugin.container import ContainerError, container_wrapper
 from slurm_plugin.errors import SlurmRejected
 from slurm_plugin.mapping import caldera_output_path, make_tag, tagged_comment
-from slurm_plugin.sbatch_render import render_options
 
 __all__ = ["build_request", "slurm_partition_for"]
 
@@ -96,12 +97,11 @@ def build_request(
         container_workdir=None,
         container_name=None,
         gpu_memory_mb=None,
+        burst=None,
         script_args=(),
         het=(),
     )
-    options = render_options(sent)
-    if not any(o.startswith(("--chdir", "-D")) for o in options) and spec.workdir:
-        options.append(f"--chdir={spec.workdir}")
+    options = render_argv(sent)
     env = dict(launch.environment)
     env.update(launch.env_extra)
     if "PATH" in env:  # on Slurm's nodes `srun` must be Slurm's, not Caldera's shim

@@ -9,16 +9,18 @@ come back as `{"error": {"code", "message"}}` with Slurm's wording.
 from __future__ import annotations
 
 import asyncio
+import binascii
 import grp
 import logging
 import pwd
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from gateway.api.errors import install_validation_handler
 from gateway.api.peercred import PEER_KEY
@@ -53,19 +55,59 @@ JobIdText = Annotated[str, Field(max_length=1024)]
 ShortText = Annotated[str, Field(max_length=1024)]
 
 
+_SCRIPT_CHARS = 12 * 1024 * 1024  # room to answer Slurm's "too long" past its 4 MiB
+
+
+def _unbase64(text: str) -> str:
+    """Base64 bytes as text, undecodable bytes kept (surrogateescape) as sbatch keeps them."""
+    try:
+        return binascii.a2b_base64(text, strict_mode=True).decode("utf-8", "surrogateescape")
+    except binascii.Error:
+        raise ValueError("not valid base64") from None
+
+
 class SbatchBody(BaseModel):
-    """An sbatch invocation."""
+    """An sbatch invocation. A script or environment entry that is not UTF-8 comes as
+    base64 (`script_b64`; `env_b64`: `NAME=VALUE` entries); after validation `script` and
+    `env` hold them as text with the odd bytes escaped (surrogateescape)."""
 
     argv: list[str] = Field(min_length=1, max_length=10_000)
     env: dict[str, str] = Field(default_factory=dict)
+    env_b64: list[str] = Field(default_factory=list, max_length=10_000)
     cwd: str = Field(min_length=1, max_length=4096)
-    script: str | None = Field(default=None, max_length=4 * 1024 * 1024)
+    script: str | None = Field(default=None, max_length=_SCRIPT_CHARS)
+    script_b64: str | None = Field(default=None, max_length=_SCRIPT_CHARS * 4 // 3 + 4)
     script_path: str | None = Field(default=None, max_length=4096)
     host: str = Field(default="localhost", max_length=255)
     located: bool = True  # False: the client guessed the script instead of asking first
     script_operand: str | None = Field(default=None, max_length=4096)
     token: str | None = Field(default=None, min_length=8, max_length=128)  # idempotency
     retry: bool = False  # the client lost the answer to this token's earlier attempt
+
+    @field_validator("script_b64")
+    @classmethod
+    def _script_bytes(cls, value: str | None) -> str | None:
+        return None if value is None else _unbase64(value)
+
+    @field_validator("env_b64")
+    @classmethod
+    def _env_bytes(cls, value: list[str]) -> list[str]:
+        entries = [_unbase64(v) for v in value]
+        if any("=" not in e or e.startswith("=") for e in entries):
+            raise ValueError("each entry must be NAME=VALUE")
+        return entries
+
+    @model_validator(mode="after")
+    def _as_text(self) -> SbatchBody:
+        if self.script_b64 is not None:
+            if self.script is not None:
+                raise ValueError("give script or script_b64, not both")
+            self.script, self.script_b64 = self.script_b64, None
+        for entry in self.env_b64:
+            name, _, value = entry.partition("=")
+            self.env[name] = value
+        self.env_b64 = []
+        return self
 
 
 class LocateBody(BaseModel):
@@ -258,25 +300,39 @@ async def _merge_cluster_accounting(
             by_cluster.setdefault(job.cluster, []).append(job)
     replaced: dict[int, Job] = {}
     new_steps: dict[int, list[Step]] = {}
+    runs = {j.job_id: j.restart_count for j in jobs}
     for cluster, members in by_cluster.items():
-        accounting = getattr(gw.backends.get(cluster), "accounting", None)
-        if not callable(accounting):
+        caps = gw.caps.get(cluster)
+        accounting = caps.accounting if caps is not None else None
+        if accounting is None:
             continue
         try:
-            records = await asyncio.to_thread(accounting, members)
+            records = await asyncio.to_thread(accounting.accounting, members)
         except Exception as exc:  # noqa: BLE001 - best effort: keep Caldera's own view
             log.warning("accounting of cluster %s unavailable: %s", cluster, exc)
             continue
-        for job_id, record in records.items():
-            replaced[job_id] = record.job
-            new_steps[job_id] = list(record.steps)
+        for job_id, record in records.items():  # the cluster's record of the current run
+            run = runs.get(job_id, 0)
+            replaced[job_id] = replace(record.job, restart_count=run)
+            new_steps[job_id] = [replace(s, run=run) for s in record.steps]
     if not replaced:
         return jobs, steps
     out_jobs = [replaced.get(j.job_id, j) for j in jobs]
-    out_steps = [s for s in steps if s.job_id not in new_steps]
+    out_steps = [s for s in steps if s.job_id not in new_steps or s.run != runs[s.job_id]]
     for items in new_steps.values():
         out_steps.extend(items)
     return out_jobs, out_steps
+
+
+async def _with_attempts(
+    gw: Gateway, jobs: list[Job], states: Sequence[JobState] | None
+) -> list[Job]:
+    """Each job's earlier runs (in the states asked for) before its current record."""
+    earlier: dict[int, list[Job]] = {}
+    for run in await asyncio.to_thread(gw.store.attempts, [j.job_id for j in jobs]):
+        if states is None or run.state in states:
+            earlier.setdefault(run.job_id, []).append(run)
+    return [r for j in jobs for r in (*earlier.get(j.job_id, ()), j)]
 
 
 def build_app(gw: Gateway) -> FastAPI:
@@ -446,8 +502,10 @@ def build_app(gw: Gateway) -> FastAPI:
         end: Annotated[float | None, Query(allow_inf_nan=False)] = None,
         names: Annotated[list[str] | None, Query()] = None,
         partitions: Annotated[list[str] | None, Query()] = None,
+        duplicates: bool = False,
     ) -> dict[str, Any]:
-        """Jobs and steps for sacct."""
+        """Jobs and steps for sacct; `duplicates` (sacct -D): a requeued job's earlier runs
+        too, each a record of its own before the current one, as slurmdbd keeps them."""
         _caller(request, gw)
         parsed_states = list(_states(states)) if states else None
         q = JobQuery(
@@ -464,6 +522,8 @@ def build_app(gw: Gateway) -> FastAPI:
         merged = [live.get(j.job_id, j) for j in found]
         steps = await asyncio.to_thread(gw.store.steps, [j.job_id for j in merged])
         merged, steps = await _merge_cluster_accounting(gw, merged, steps)
+        if duplicates:
+            merged = await _with_attempts(gw, merged, parsed_states)
         return {
             "now": time.time(),
             "cluster": gw.config.cluster_name,

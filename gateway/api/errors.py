@@ -1,9 +1,12 @@
 """Validation errors as the API answers them (422, FastAPI's shape), for any input.
 
-A request may be valid JSON yet hold values JSON cannot echo back: `1e400` parses to
-infinity, and Python's parser also takes `NaN`/`Infinity`. pydantic's error reports repeat
-the offending input, so the report is made JSON-safe before it is written, on both the
-framework's path and the sbatch fast path.
+A report names the field and the problem. pydantic's reports repeat the offending input;
+that echo is kept only for a short plain value of a field that holds nothing private: never
+a batch script or an environment (passwords, tokens), never a whole body or object (a
+missing field or malformed JSON would otherwise echo every variable), never more than a
+line. A request may also be valid JSON yet hold values JSON cannot echo back: `1e400`
+parses to infinity, and Python's parser also takes `NaN`/`Infinity`; what is echoed is made
+JSON-safe, on both the framework's path and the sbatch fast path.
 """
 
 from __future__ import annotations
@@ -34,6 +37,22 @@ def json_safe(value: object) -> object:
     return str(value)
 
 
+_PRIVATE = frozenset({"script", "script_b64", "env", "env_b64", "environment"})
+_ECHO_MAX = 200  # characters of an echoed value
+
+
+def _echo(err: Mapping[str, Any]) -> object:
+    """The input to repeat in a report, or None when it must not be repeated."""
+    value = err.get("input")
+    if err["type"] == "json_invalid" or any(part in _PRIVATE for part in err["loc"]):
+        return None
+    if isinstance(value, Mapping | list | tuple | bytes | bytearray):
+        return None
+    if isinstance(value, str) and len(value) > _ECHO_MAX:
+        return value[:_ECHO_MAX] + "..."
+    return json_safe(value)
+
+
 def validation_detail(
     errors: Iterable[Mapping[str, Any]], prefix: tuple[str, ...] = ()
 ) -> list[dict[str, Any]]:
@@ -44,10 +63,10 @@ def validation_detail(
             "type": err["type"],
             "loc": [*prefix, *err["loc"]],
             "msg": err["msg"],
-            "input": json_safe(err.get("input")),
+            "input": _echo(err),
         }
-        if "ctx" in err:
-            item["ctx"] = {k: str(v) for k, v in err["ctx"].items()}
+        if "ctx" in err and err["type"] != "json_invalid":  # its ctx quotes the input
+            item["ctx"] = {k: str(v)[:_ECHO_MAX] for k, v in err["ctx"].items()}
         out.append(item)
     return out
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import HTTPException
 
+from gateway.api.wire import wire_script
 from gateway.control.gateway import Gateway
 from gateway.control.submit import Caller
 from gateway.model.job import Job
@@ -39,4 +40,4 @@ async def script_answer(gw: Gateway, caller: Caller, job_id: int) -> dict[str, A
             404, {"code": 2017, "message": f"No batch script for job {job.display_id}"}
         )
     script, environment = found
-    return {"job_id": job.job_id, "script": script, "environment": environment}
+    return {"job_id": job.job_id, **wire_script(script, environment, "environment")}

@@ -161,6 +161,10 @@ def _query(opts: ParsedCmd, now: float) -> dict[str, object]:
         query["names"] = [n for n in (opts.text("name") or "").split(",") if n]
     if opts.text("partition"):
         query["partitions"] = [p for p in (opts.text("partition") or "").split(",") if p]
+    # a requeued job's earlier runs: -D, and --json/--yaml, which print every record as
+    # slurmdbd returns them (sacct 22.05 filters duplicates only in its text output)
+    if opts.flag("duplicates") or opts.flag("json") or opts.flag("yaml"):
+        query["duplicates"] = "true"
     return query
 
 

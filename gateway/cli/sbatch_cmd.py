@@ -13,7 +13,9 @@ imported on this path, so the command starts about as fast as Slurm's. Without a
 
 from __future__ import annotations
 
+import binascii
 import posix
+import resource
 import sys
 import time
 
@@ -84,14 +86,32 @@ def _guess(args: list[str], cwd: str) -> dict[str, Any] | None:
     return None
 
 
+_RLIMITS = (  # what sbatch propagates by default (PropagateResourceLimits=ALL)
+    ("CPU", resource.RLIMIT_CPU),
+    ("FSIZE", resource.RLIMIT_FSIZE),
+    ("DATA", resource.RLIMIT_DATA),
+    ("STACK", resource.RLIMIT_STACK),
+    ("CORE", resource.RLIMIT_CORE),
+    ("RSS", resource.RLIMIT_RSS),
+    ("NPROC", resource.RLIMIT_NPROC),
+    ("NOFILE", resource.RLIMIT_NOFILE),
+    ("MEMLOCK", resource.RLIMIT_MEMLOCK),
+    ("AS", resource.RLIMIT_AS),
+)
+
+
 def _environment() -> dict[str, str]:
     """The environment sbatch sends, with SLURM_UMASK (`0022`: the caller's umask) unless
-    already set, as sbatch's `_set_umask_env`; slurmstepd applies it to the job."""
+    already set, as sbatch's `_set_umask_env`, and the caller's soft resource limits as
+    SLURM_RLIMIT_* (`_set_rlimit_env`); slurmstepd applies both to the job."""
     env = environ()
     if "SLURM_UMASK" not in env:
         mask = posix.umask(0)
         posix.umask(mask)
         env["SLURM_UMASK"] = f"{mask & 0o777:04o}"
+    for name, which in _RLIMITS:
+        soft, _ = resource.getrlimit(which)
+        env[f"SLURM_RLIMIT_{name}"] = str(soft if soft >= 0 else (1 << 64) - 1)
     return env
 
 
@@ -129,11 +149,46 @@ def _offline(args: list[str]) -> int:
 _RETRY_S = 20.0  # how long a submission whose answer was lost is retried (a restart)
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes read with surrogateescape
+        return False
+    return True
+
+
+def _b64(text: str) -> str:
+    return binascii.b2a_base64(text.encode("utf-8", "surrogateescape"), newline=False).decode()
+
+
+def _wire(body: dict[str, Any]) -> dict[str, Any]:
+    """The script and environment as JSON can carry them: a script or variable that is
+    not UTF-8 (sbatch takes any bytes) travels as base64 (`script_b64`, and `env_b64` of
+    `NAME=VALUE` entries). Of a script over slurmctld's size limit only one byte more
+    than the limit travels: enough for the gateway to refuse it as slurmctld does."""
+    out = dict(body)
+    script = out.get("script")
+    if script is not None and len(script) * 4 > _GUESS_LIMIT:
+        raw = script.encode("utf-8", "surrogateescape")
+        if len(raw) > _GUESS_LIMIT:
+            script = out["script"] = raw[: _GUESS_LIMIT + 1].decode("utf-8", "surrogateescape")
+    if script is not None and not _utf8(script):
+        out["script"] = None
+        out["script_b64"] = _b64(script)
+    env: dict[str, str] = out["env"]
+    odd = [k for k, v in env.items() if not (_utf8(k) and _utf8(v))]
+    if odd:
+        out["env"] = {k: v for k, v in env.items() if k not in odd}
+        out["env_b64"] = [_b64(f"{k}={env[k]}") for k in odd]
+    return out
+
+
 def _submit_call(client: FastClient, body: dict[str, Any]) -> Any:
     """POST /v1/sbatch with this invocation's token. When the connection ends after the
     request was sent (the gateway stopped or restarted: the job may be stored), send it
     again with `retry` until the gateway answers: it finds the token's job and answers with
     its id, or stores the job once. Raises FastClientError when it never comes back."""
+    body = _wire(body)
     retry = False
     deadline = 0.0
     delay = 0.1
@@ -165,7 +220,15 @@ def _call(client: FastClient, url: str, body: Any = None, method: str = "POST") 
     status, data = client.request(method, url, body)
     if status >= 400:
         detail = data.get("detail") if isinstance(data, dict) else data
-        message = detail.get("message") if isinstance(detail, dict) else str(detail)
+        message: Any
+        if isinstance(detail, list):  # a validation report: name each field and problem
+            message = "; ".join(
+                f"{'.'.join(str(p) for p in d.get('loc', ())[1:]) or 'request'}: {d.get('msg')}"
+                for d in detail
+                if isinstance(d, dict)
+            )
+        else:
+            message = detail.get("message") if isinstance(detail, dict) else str(detail)
         raise RuntimeError(message)
     return data
 

@@ -9,9 +9,10 @@ from dataclasses import replace
 from gateway.cli.common import GatewayError, call, cluster_from, fetch_jobs, site_from, write_out
 from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
 from gateway.compat.cnum import strtol
-from gateway.compat.duration import NO_VAL, time_str_to_mins
+from gateway.compat.duration import time_str_to_mins
 from gateway.compat.options_help import SLURM_COMPAT_VERSION
 from gateway.model.job import Job
+from gateway.model.values import NO_VAL
 
 __all__ = ["main"]
 

@@ -1,143 +1,22 @@
 """Job array index expressions (`--array=0-15:4,20%2`) as slurmctld reads them.
 
 The spec is kept as ranges, never expanded, so that a million-task array costs a few
-integers until its tasks are dispatched.
+integers until its tasks are dispatched. The types (`ArraySpec`, `IndexRange`) live in
+`gateway.model.values`; this module reads them.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import lru_cache
 
 from gateway.compat.cnum import strtol
+from gateway.model.values import ArraySpec, IndexRange
 
-__all__ = ["DEFAULT_MAX_ARRAY_SIZE", "ArraySpec", "IndexRange", "parse_array"]
+__all__ = ["DEFAULT_MAX_ARRAY_SIZE", "parse_array"]
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's MaxArraySize default
 _EXPAND_LIMIT = 4_000_001  # Slurm's own ceiling for MaxArraySize
-
-
-@dataclass(frozen=True, slots=True)
-class IndexRange:
-    """first..last (inclusive) every step."""
-
-    first: int
-    last: int
-    step: int = 1
-
-    def __len__(self) -> int:
-        return (self.last - self.first) // self.step + 1
-
-    def __contains__(self, index: object) -> bool:
-        return (
-            isinstance(index, int)
-            and self.first <= index <= self.last
-            and (index - self.first) % self.step == 0
-        )
-
-    def render(self) -> str:
-        """`a`, `a-b` or `a-b:s`."""
-        if self.first == self.last:
-            return str(self.first)
-        text = f"{self.first}-{self.last}"
-        return text if self.step == 1 else f"{text}:{self.step}"
-
-
-@dataclass(frozen=True, slots=True)
-class ArraySpec:
-    """A job array's task indices, sorted and disjoint, and its throttle (0: none)."""
-
-    ranges: tuple[IndexRange, ...]
-    throttle: int = 0
-
-    @property
-    def count(self) -> int:
-        """Number of tasks."""
-        return sum(len(r) for r in self.ranges)
-
-    @property
-    def min_index(self) -> int:
-        """Lowest task index."""
-        return self.ranges[0].first
-
-    @property
-    def max_index(self) -> int:
-        """Highest task index."""
-        return self.ranges[-1].last
-
-    def __contains__(self, index: object) -> bool:
-        return any(index in r for r in self.ranges)
-
-    def indices(self) -> Iterator[int]:
-        """Every task index in ascending order (lazily)."""
-        for r in self.ranges:
-            yield from range(r.first, r.last + 1, r.step)
-
-    def render(self) -> str:
-        """The canonical `--array` value (parses back to an equal spec)."""
-        body = ",".join(r.render() for r in self.ranges)
-        return f"{body}%{self.throttle}" if self.throttle else body
-
-    def task_str(self, limit: int = 64) -> str:
-        """`xlate_array_task_str`: how scontrol/squeue show pending tasks.
-
-        A regular step becomes `a-b:s`; otherwise the `bit_fmt` form cut to `limit`
-        bytes with a trailing `...` (SLURM_BITSTR_LEN), then `%throttle`.
-        """
-        text = self._step_form() or _truncate(self._bit_fmt_prefix(limit), limit)
-        return f"{text}%{self.throttle}" if self.throttle else text
-
-    def _step_form(self) -> str | None:
-        first, last = self.min_index, self.max_index
-        if last - first <= 10 or self.count <= 5:
-            return None
-        if any(r.step == 1 and r.last > r.first for r in self.ranges):
-            return None  # two consecutive indices: first + 1 may be set, no step
-        step = 0
-        prev = first
-        for r in self.ranges:
-            for i in range(r.first, r.last + 1, r.step):
-                if i == first:
-                    continue
-                if step == 0:
-                    step = i - prev
-                elif i - prev != step:
-                    return None
-                prev = i
-        return f"{first}-{last}:{step}" if step > 1 else None
-
-    def _bit_fmt_prefix(self, limit: int) -> str:
-        parts: list[str] = []
-        size = 0
-        for r in self.ranges:
-            if r.step == 1:
-                items = [str(r.first) if r.first == r.last else f"{r.first}-{r.last}"]
-            else:
-                items = (str(i) for i in range(r.first, r.last + 1, r.step))  # type: ignore[assignment]
-            for item in items:
-                parts.append(item)
-                size += len(item) + 1
-                if size > limit:
-                    return ",".join(parts)
-        return ",".join(parts)
-
-    def bitmap_str(self) -> str:
-        """Slurm's `bit_fmt` of the index set (`0-3,8,12`), as in `ArrayTaskId=`."""
-        parts: list[str] = []
-        for r in self.ranges:
-            if r.step == 1:
-                parts.append(str(r.first) if r.first == r.last else f"{r.first}-{r.last}")
-            else:
-                parts.extend(str(i) for i in range(r.first, r.last + 1, r.step))
-        return ",".join(parts)
-
-
-def _truncate(text: str, limit: int) -> str:
-    """What `bit_fmt` into a `limit`-byte buffer plus Slurm's `...` marker leaves."""
-    text = text[: limit - 1]
-    return text[: limit - 4] + "..." if len(text) > limit - 3 else text
 
 
 def _parse_token(tok: str, max_size: int) -> IndexRange | None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.compat.begin import TimeSpecError, parse_time
-from gateway.compat.duration import INFINITE, NO_VAL, time_str_to_mins, time_str_to_secs
+from gateway.compat.duration import time_str_to_mins, time_str_to_secs
 from gateway.compat.errors import CompatError, Diagnostic, Level
 from gateway.compat.optypes import Converter, Draft, ParseContext, Updates
 from gateway.compat.quantity import (
@@ -23,6 +23,7 @@ from gateway.compat.quantity import (
     str_to_mbytes,
 )
 from gateway.model.jobspec import Sharing
+from gateway.model.values import INFINITE, NO_VAL
 
 __all__ = [
     "c_begin",

@@ -6,29 +6,22 @@ Grammar (Slurm 22.05, `update_job_dependency`): items separated by `,` (all must
 afterok, afternotok, aftercorr, afterburstbuffer. `job_[1-3]` expands to each task.
 Slurm's quirks are kept: a `+minutes` delay carries over to the later jobs of the same
 list, a `(state)` is searched in the whole rest of the text, a repeated item is kept
-once. Whether the named jobs exist is not checked (Slurm does not either).
+once. Whether the named jobs exist is not checked (Slurm does not either). The types
+(`Dependency`, `DepItem`, ...) live in `gateway.model.values`; this module reads them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum
-
 from gateway.compat.cnum import strtol, to_int32, to_uint32
 from gateway.compat.errors import CompatError, Diagnostic, Level
 from gateway.compat.slurm_errors import SlurmErrno
+from gateway.model.values import ALL_TASKS, Dependency, DepItem, DepKind, DepState
 
 __all__ = [
-    "ALL_TASKS",
-    "DepItem",
-    "DepKind",
-    "DepState",
-    "Dependency",
     "DependencyError",
     "parse_dependency",
 ]
 
-ALL_TASKS = -1  # `job_*`: every task of an array
 _INFINITE = 0xFFFF_FFFF  # what `_*` is stored as
 _NO_VAL = 0xFFFF_FFFE  # "no task"
 _DEFAULT_MAX_ARRAY = 1001
@@ -44,26 +37,6 @@ class DependencyError(CompatError):
         self.errno = errno
 
 
-class DepKind(Enum):
-    """Dependency types; the value is Slurm's spelling."""
-
-    AFTER = "after"
-    AFTER_ANY = "afterany"
-    AFTER_OK = "afterok"
-    AFTER_NOT_OK = "afternotok"
-    AFTER_CORR = "aftercorr"
-    AFTER_BURST_BUFFER = "afterburstbuffer"
-    SINGLETON = "singleton"
-
-
-class DepState(Enum):
-    """Per-item state, printed in parentheses by scontrol."""
-
-    UNFULFILLED = "unfulfilled"
-    FULFILLED = "fulfilled"
-    FAILED = "failed"
-
-
 # Slurm compares these many leading characters, case-insensitively, in this order.
 _PREFIXES: tuple[tuple[str, DepKind | None], ...] = (
     ("afternotok:", DepKind.AFTER_NOT_OK),
@@ -74,72 +47,6 @@ _PREFIXES: tuple[tuple[str, DepKind | None], ...] = (
     ("after:", DepKind.AFTER),
     ("expand:", None),  # job expansion: not permitted here
 )
-
-
-@dataclass(frozen=True, slots=True)
-class DepItem:
-    """One condition: a kind, a job id (0 for singleton), a task and a delay in minutes."""
-
-    kind: DepKind
-    job_id: int = 0
-    task: int | None = None  # None: the job itself; ALL_TASKS: every task; else one task
-    minutes: int = 0
-    state: DepState = DepState.UNFULFILLED
-
-    def target(self, whole_array: bool = False) -> str:
-        """`123`, `123_4` or `123_*` (`whole_array`: the job is an array, as Slurm shows it)."""
-        if self.task is None:
-            return f"{self.job_id}_*" if whole_array else str(self.job_id)
-        return f"{self.job_id}_{'*' if self.task == ALL_TASKS else self.task}"
-
-    def render(self, with_state: bool = False) -> str:
-        """The option form of this item (`afterok:12+5`), with `(state)` when asked."""
-        state = f"({self.state.value})" if with_state else ""
-        if self.kind is DepKind.SINGLETON:
-            return f"singleton{state}"
-        delay = f"+{self.minutes}" if self.minutes else ""
-        return f"{self.kind.value}:{self.target()}{delay}{state}"
-
-    def display(self, whole_array: bool = False) -> str:
-        """As `Dependency=` in scontrol: `afterok:12_*(unfulfilled)`."""
-        if self.kind is DepKind.SINGLETON:
-            return f"singleton({self.state.value})"
-        seconds = to_uint32(to_int32(self.minutes * 60))  # Slurm keeps seconds in a C int
-        delay = f"+{seconds // 60}" if seconds else ""
-        return f"{self.kind.value}:{self.target(whole_array)}{delay}({self.state.value})"
-
-
-@dataclass(frozen=True, slots=True)
-class Dependency:
-    """Conditions joined by AND (`,`) or, when `any_of`, by OR (`?`)."""
-
-    items: tuple[DepItem, ...]
-    any_of: bool = False
-
-    def render(self) -> str:
-        """The `--dependency` value (parses back to an equal Dependency).
-
-        Slurm looks for a `(state)` in the whole rest of the text, so once one item has a
-        state every item spells its own.
-        """
-        with_state = any(i.state is not DepState.UNFULFILLED for i in self.items)
-        items = [i.render(with_state) for i in self.items]
-        if self.any_of and len(items) == 1:
-            items *= 2  # `?` needs two items; Slurm keeps a repeated one once
-        return ("?" if self.any_of else ",").join(items)
-
-    def display(self, arrays: frozenset[int] = frozenset()) -> str:
-        """`Dependency=` as scontrol prints it; fulfilled items are left out.
-
-        `arrays` are the ids of job arrays among the targets: Slurm shows a dependency on
-        a whole array as `job_*`.
-        """
-        sep = "?" if self.any_of else ","
-        return sep.join(
-            i.display(i.task is None and i.job_id in arrays)
-            for i in self.items
-            if i.state is not DepState.FULFILLED
-        )
 
 
 class _Invalid(Exception):

@@ -8,21 +8,16 @@ up to the next minute. A limit of 0 means no limit.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Final
 
 from gateway.compat.cnum import strtol, to_int32
+from gateway.model.values import INFINITE, NO_VAL
 
 __all__ = [
-    "INFINITE",
-    "NO_VAL",
     "mins_to_str",
     "secs_to_str",
     "time_str_to_mins",
     "time_str_to_secs",
 ]
-
-INFINITE: Final = 0xFFFF_FFFF  # Slurm's INFINITE (uint32); "UNLIMITED" when printed
-NO_VAL: Final = 0xFFFF_FFFE  # Slurm's NO_VAL: "not a valid time"
 
 
 def _is_valid_timespec(s: str) -> bool:

@@ -2,8 +2,9 @@
 
 Slurm's commands pad and cut with printf (`%18s`, `%.8s`), print times with localtime
 (`%FT%T`), durations as `M:SS` (squeue, sinfo) or `HH:MM:SS` (sacct, scontrol), memory with
-`convert_num_unit`, node lists in hostlist form, and sort with glibc's merge sort. These
-functions are those rules, pure (no IO; the current time is always passed in).
+`convert_num_unit`, node lists in hostlist form (`gateway.compat.hostlist`), and sort with
+glibc's merge sort (`gateway.compat.glibc_sort`). These functions are those rules, pure (no
+IO; the current time is always passed in).
 
 `JobExtras`, `NodeExtras` and `PartitionExtras` carry the facts Slurm prints that Caldera's
 model records do not hold (yet); every field is optional and the formatters derive a value
@@ -12,17 +13,16 @@ from the model when it is None.
 
 from __future__ import annotations
 
-import re
 import time as _time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final
 
-from gateway.compat.duration import INFINITE, NO_VAL
+from gateway.compat import hostlist
+from gateway.compat.glibc_sort import msort
+from gateway.model.values import INFINITE, NO_VAL
 
 __all__ = [
-    "INFINITE",
-    "NO_VAL",
     "JobExtras",
     "JsonValue",
     "NodeExtras",
@@ -39,8 +39,6 @@ __all__ = [
     "print_str",
     "secs_short",
 ]
-
-T = TypeVar("T")
 
 NULL: Final = "(null)"
 YEAR_SECONDS: Final = 365 * 24 * 60 * 60
@@ -272,135 +270,22 @@ def convert_num_unit(num: float, orig_type: int = UNIT_NONE, *, exact: bool = Tr
     return f"{num:.2f}{unit}"
 
 
-# --- sorting -------------------------------------------------------------------------
-
-
-def msort(items: Sequence[T], cmp: Callable[[T, T], int]) -> list[T]:
-    """glibc's qsort (a top-down merge sort), so that ties and Slurm's inconsistent
-    comparators (a zero start time is always "greater") order exactly as Slurm's do."""
-    n = len(items)
-    if n <= 1:
-        return list(items)
-    n1 = n // 2
-    left = msort(items[:n1], cmp)
-    right = msort(items[n1:], cmp)
-    out: list[T] = []
-    i = j = 0
-    while i < len(left) and j < len(right):
-        if cmp(left[i], right[j]) <= 0:
-            out.append(left[i])
-            i += 1
-        else:
-            out.append(right[j])
-            j += 1
-    out.extend(left[i:])
-    out.extend(right[j:])
-    return out
-
-
 # --- hostlists -----------------------------------------------------------------------
-
-_HOST = re.compile(r"^(.*?)(\d*)$")
-
-
-def _split_host(name: str) -> tuple[str, str]:
-    match = _HOST.match(name)
-    assert match is not None
-    return match.group(1), match.group(2)
-
-
-def _host_key(name: str) -> tuple[str, int, int, str]:
-    prefix, digits = _split_host(name)
-    if not digits:
-        return (prefix, -1, 0, name)
-    return (prefix, len(digits), int(digits), name)
 
 
 def hostlist_compress(names: Iterable[str], *, sort: bool = True) -> str:
     """Slurm's ranged hostlist string: `node[01-04],big001`, sorted and de-duplicated
-    (`hostlist_sort` + `hostlist_ranged_string`); `sort=False` keeps the given order."""
-    hosts = list(dict.fromkeys(n for n in names if n))
-    if sort:
-        hosts.sort(key=_host_key)
-    # ranges: (prefix, width, lo, hi) or (name, -1, 0, 0) for a host without digits
-    ranges: list[tuple[str, int, int, int]] = []
-    for host in hosts:
-        prefix, digits = _split_host(host)
-        if not digits:
-            ranges.append((host, -1, 0, 0))
-            continue
-        num, width = int(digits), len(digits)
-        if ranges:
-            p, w, lo, hi = ranges[-1]
-            if p == prefix and w == width and num == hi + 1:
-                ranges[-1] = (p, w, lo, num)
-                continue
-        ranges.append((prefix, width, num, num))
-    parts: list[str] = []
-    i = 0
-    while i < len(ranges):
-        prefix, width, lo, hi = ranges[i]
-        if width < 0:
-            parts.append(prefix)
-            i += 1
-            continue
-        group = [ranges[i]]
-        j = i + 1
-        while j < len(ranges) and ranges[j][0] == prefix and ranges[j][1] >= 0:
-            group.append(ranges[j])
-            j += 1
-        if len(group) == 1 and lo == hi:
-            parts.append(f"{prefix}{lo:0{width}d}")
-        else:
-            inner = ",".join(
-                f"{a:0{w}d}" if a == b else f"{a:0{w}d}-{b:0{w}d}" for _, w, a, b in group
-            )
-            parts.append(f"{prefix}[{inner}]")
-        i = j
-    return ",".join(parts)
-
-
-def _split_top(text: str) -> list[str]:
-    parts: list[str] = []
-    depth = 0
-    cur: list[str] = []
-    for ch in text:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return [p for p in (x.strip() for x in parts) if p]
+    (`hostlist_uniq` + `hostlist_ranged_string`); `sort=False` keeps the given order
+    (duplicates dropped)."""
+    hosts = [n for n in names if n]
+    return hostlist.compress(hostlist.uniq(hosts) if sort else dict.fromkeys(hosts))
 
 
 def hostlist_expand(text: str | None) -> tuple[str, ...]:
-    """`node[01-03],big001` -> (`node01`, `node02`, `node03`, `big001`)."""
+    """`node[01-03],big001` -> (`node01`, `node02`, `node03`, `big001`); `(null)` -> ()."""
     if not text or text == NULL:
         return ()
-    out: list[str] = []
-    for part in _split_top(text):
-        match = re.match(r"^(.*?)\[([^\]]*)\](.*)$", part)
-        if not match:
-            out.append(part)
-            continue
-        prefix, body, suffix = match.groups()
-        for item in body.split(","):
-            if "-" in item:
-                lo, hi = item.split("-", 1)
-                width = len(lo)
-                out.extend(
-                    f"{prefix}{n:0{width}d}{s}"
-                    for n in range(int(lo), int(hi) + 1)
-                    for s in hostlist_expand(suffix) or ("",)
-                )
-            else:
-                out.extend(f"{prefix}{item}{s}" for s in hostlist_expand(suffix) or ("",))
-    return tuple(out)
+    return tuple(hostlist.expand(text))
 
 
 # --- json-c's pretty printer ---------------------------------------------------------

@@ -11,18 +11,17 @@ Each item is then read by `_get_next_gres`: `name[:type][:count]`, the count a n
 with an optional k/m/g/t/p suffix (powers of 1024, `kb`... powers of 1000), a count that
 is not a number being a type with count 1, and a count of 0 dropping the item from the
 request (the text keeps it). A GresItem keeps the item's text so that what Caldera
-prints and renders is what Slurm would.
+prints and renders is what Slurm would. `GresItem` lives in `gateway.model.values`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
 from gateway.compat.cnum import strtoul
+from gateway.model.values import GresItem
 
 __all__ = [
-    "GresItem",
     "format_tres",
     "gpus_tres",
     "gres_tres",
@@ -37,31 +36,6 @@ _SUFFIX: dict[str, int] = {"": 1}
 for _i, _u in enumerate("kmgtp", start=1):
     _SUFFIX[_u] = _SUFFIX[_u + "ib"] = 1024**_i
     _SUFFIX[_u + "b"] = 1000**_i
-
-
-@dataclass(frozen=True, slots=True)
-class GresItem:
-    """One generic resource: `gpu:a100:4` is GresItem("gpu", "a100", 4).
-
-    `text` is the item as the request spelled it (`gpu`, `gpu:2k`, `gpu:a100:0`), empty
-    for the canonical `name[:type]:count`.
-    """
-
-    name: str
-    type: str | None
-    count: int
-    text: str = ""
-
-    def render(self) -> str:
-        """The item as Slurm records it (without the `gres:` prefix)."""
-        if self.text:
-            return self.text
-        mid = f":{self.type}" if self.type else ""
-        return f"{self.name}{mid}:{self.count}"
-
-    def tres(self) -> str:
-        """As Slurm records it in TresPer*: `gres:gpu:a100:4`."""
-        return f"gres:{self.render()}"
 
 
 def suffix_mult(suffix: str) -> int | None:

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from gateway.compat.errors import CompatError, Diagnostic, Level
-from gateway.compat.gres import GresItem, parse_tres_item
+from gateway.compat.gres import parse_tres_item
+from gateway.model.values import GresItem
 
 __all__ = ["GresCounts", "GresRequest", "check_gres", "check_tres_strings"]
 

@@ -14,7 +14,9 @@ environment in layers, and so does `batch_environment`, each layer overwriting t
 4. slurmd's batch launch (`env_array_for_batch_job`): job id, node list, CPUs per node, tasks
    per node, memory, account, QOS, ENVIRONMENT=BATCH, HOSTNAME.
 5. slurmstepd: rank ids, user, node name, topology address, GPUs (gres/gpu), TMPDIR; it
-   applies sbatch's SLURM_UMASK to the batch script and removes it (`submit_umask`).
+   applies sbatch's SLURM_UMASK to the batch script and removes it (`submit_umask`), and
+   likewise the submitter's soft resource limits, SLURM_RLIMIT_* (`submit_rlimits`: Slurm's
+   default PropagateResourceLimits=ALL).
 
 Not set (22.05 does not): SLURM_JOB_START_TIME, SLURM_JOB_END_TIME. Not set (connection
 details of a real controller): SLURM_WORKING_CLUSTER, SLURM_SRUN_COMM_*.
@@ -24,10 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
-from gateway.compat.gres import GresItem
 from gateway.model.backend import Launch, RankPlacement
 from gateway.model.jobspec import JobSpec
+from gateway.model.values import GresItem
 
 __all__ = [
     "GPU_VISIBILITY_VARS",
@@ -38,6 +41,7 @@ __all__ = [
     "compress_hostlist",
     "export_requests_user_env",
     "split_export",
+    "submit_rlimits",
     "submit_umask",
     "task_environment",
     "tasks_per_node",
@@ -274,6 +278,34 @@ def submit_umask(submit_env: Mapping[str, str], default: int = 0o022) -> int:
     return mask if 0 <= mask <= 0o777 else default
 
 
+# the limits sbatch propagates (Slurm's slurm_rlimits_info: PropagateResourceLimits=ALL)
+RLIMIT_NAMES: Final = (
+    "CPU",
+    "FSIZE",
+    "DATA",
+    "STACK",
+    "CORE",
+    "RSS",
+    "NPROC",
+    "NOFILE",
+    "MEMLOCK",
+    "AS",
+)
+_RLIM_MAX = (1 << 64) - 1  # RLIM_INFINITY as sbatch prints it
+
+
+def submit_rlimits(submit_env: Mapping[str, str]) -> tuple[tuple[str, int], ...]:
+    """The submitter's soft limits that the batch script gets, from sbatch's SLURM_RLIMIT_*
+    (`NAME` -> value, `U` prefix: asked for with --propagate); bad values are skipped, as
+    slurmstepd skips them."""
+    out: list[tuple[str, int]] = []
+    for name in RLIMIT_NAMES:
+        text = submit_env.get(f"SLURM_RLIMIT_{name}", "").removeprefix("U")
+        if text.isdigit() and int(text) <= _RLIM_MAX:
+            out.append((name, int(text)))
+    return tuple(out)
+
+
 def _array_layer(launch: Launch) -> dict[str, str]:
     job, spec = launch.job, launch.job.spec
     if job.array_task_id is None or spec.array is None:
@@ -372,6 +404,8 @@ def batch_environment(
 
     # slurmstepd: setup_env and the batch task (set_umask applies SLURM_UMASK, then unsets it)
     env.pop("SLURM_UMASK", None)
+    for name in RLIMIT_NAMES:  # set_user_limits applies them, then unsets them
+        env.pop(f"SLURM_RLIMIT_{name}", None)
     if slurm_conf is not None:
         env["SLURM_CONF"] = slurm_conf
     env["SLURM_NODEID"] = str(node_id)

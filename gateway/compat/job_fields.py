@@ -13,11 +13,11 @@ import time as _time
 from dataclasses import dataclass, field
 
 from gateway.compat.cnum import to_int32
-from gateway.compat.duration import INFINITE, mins_to_str, secs_to_str
+from gateway.compat.duration import mins_to_str, secs_to_str
 from gateway.compat.filename import NO_TASK, PatternContext, expand_for_display
-from gateway.compat.gres import GresItem
 from gateway.compat.quantity import mail_type_str
 from gateway.model.jobspec import JobSpec, Sharing
+from gateway.model.values import INFINITE, GresItem
 
 __all__ = ["JobIdentity", "SiteDefaults", "format_mem", "request_fields", "slurm_time"]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gateway.compat.duration import INFINITE
 from gateway.compat.filename import NO_TASK, PatternContext, expand_for_display
 from gateway.compat.fmt_common import (
     UNIT_MEGA,
@@ -22,6 +21,7 @@ from gateway.compat.job_fields import SiteDefaults
 from gateway.model.job import Job
 from gateway.model.jobspec import Sharing
 from gateway.model.state import JobState
+from gateway.model.values import INFINITE
 
 __all__ = ["JobValues", "job_values"]
 
@@ -258,8 +258,9 @@ class JobValues:
         if self.extras.dependency is not None:
             return self.extras.dependency or None
         dep = self.job.spec.dependency
-        text = dep.display() if dep is not None else ""
-        return text or None
+        if dep is None or self.job.start_time is not None:  # slurmctld clears it when met
+            return None
+        return dep.display() or None
 
     @property
     def features(self) -> str | None:

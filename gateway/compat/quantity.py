@@ -2,11 +2,11 @@
 
 Each function mirrors one C routine of Slurm 22.05 (named in its docstring), including its
 leniency and its error text, so that `#SBATCH --mem=4GB` or `-N 2-` behave identically.
+`SignalSpec` and the signal names live in `gateway.model.values`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -19,11 +19,11 @@ from gateway.compat.cnum import (
     to_uint16,
 )
 from gateway.compat.errors import CompatError
+from gateway.model.values import SIGNAL_NAMES, SignalSpec
 
 __all__ = [
     "MAIL_TYPES",
     "NodeCount",
-    "SignalSpec",
     "mail_type_str",
     "mbytes_to_str",
     "parse_int",
@@ -31,7 +31,6 @@ __all__ = [
     "parse_node_count",
     "parse_signal",
     "signal_name_to_num",
-    "signal_num_to_name",
     "str_to_mbytes",
 ]
 
@@ -133,25 +132,6 @@ def parse_node_count(arg: str) -> NodeCount:
 
 # --- signals -------------------------------------------------------------------------
 
-_SIGNALS: tuple[tuple[str, int], ...] = (
-    ("HUP", 1),
-    ("INT", 2),
-    ("QUIT", 3),
-    ("ABRT", 6),
-    ("KILL", 9),
-    ("ALRM", 14),
-    ("TERM", 15),
-    ("USR1", 10),
-    ("USR2", 12),
-    ("URG", 23),
-    ("CONT", 18),
-    ("STOP", 19),
-    ("TSTP", 20),
-    ("TTIN", 21),
-    ("TTOU", 22),
-    ("XCPU", 24),
-)
-
 
 def signal_name_to_num(name: str) -> int:
     """`sig_name2num`: a number or a name with optional SIG prefix; 0 when unknown."""
@@ -161,35 +141,10 @@ def signal_name_to_num(name: str) -> int:
     s = name.lstrip(" \t\n\v\f\r")
     if s[:3].upper() == "SIG":
         s = s[3:]
-    for sig_name, num in _SIGNALS:
+    for sig_name, num in SIGNAL_NAMES:
         if s[: len(sig_name)].upper() == sig_name and is_whitespace(s[len(sig_name) :]):
             return num
     return 0
-
-
-def signal_num_to_name(num: int) -> str:
-    """`sig_num2name`: `USR1`, or the number when it has no short name."""
-    for sig_name, value in _SIGNALS:
-        if value == num:
-            return sig_name
-    return str(num)
-
-
-@dataclass(frozen=True, slots=True)
-class SignalSpec:
-    """`--signal=[{R|B}:]<sig>[@sig_time]`."""
-
-    signal: int
-    time: int = 60
-    batch_only: bool = False  # B: only the batch shell
-    reservation: bool = False  # R: at the reservation's end
-
-    def render(self) -> str:
-        """`signal_opts_to_cmdline`: the canonical option value."""
-        flags = ("R" if self.reservation else "") + ("B" if self.batch_only else "")
-        text = f"{flags}:" if flags else ""
-        text += signal_num_to_name(self.signal)
-        return text if self.time == 60 else f"{text}@{self.time}"
 
 
 @lru_cache(maxsize=4096)

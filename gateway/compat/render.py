@@ -24,11 +24,10 @@ from __future__ import annotations
 from time import localtime, strftime
 
 from gateway.compat.cnum import to_int32
-from gateway.compat.duration import INFINITE, NO_VAL
-from gateway.compat.gres import GresItem
 from gateway.compat.options import BY_LONG
 from gateway.compat.optypes import Arg
 from gateway.model.jobspec import JobSpec, Sharing
+from gateway.model.values import INFINITE, NO_VAL, GresItem
 
 __all__ = ["render_argv", "render_component", "secs_arg", "time_arg"]
 

@@ -4,7 +4,8 @@
 justified) and how it prints (string, number, date, duration). Values too long for their
 column end in `+`; `-p`/`-P` print `|`-separated values without padding. Jobs print in
 sacct's order (submit time, array job, array task, job id), each followed by its steps
-(`123.batch`, `123.extern`, `123.0`) unless `-X`.
+(`123.batch`, `123.extern`, `123.0`) unless `-X`. A requeued job has a record per run
+(`Job.restart_count`), each with the steps of its run (`Step.run`); `-D` prints them all.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gateway.compat.duration import NO_VAL, secs_to_str
+from gateway.compat.duration import secs_to_str
 from gateway.compat.fmt_common import (
     JobExtras,
     byte_len,
@@ -24,6 +25,7 @@ from gateway.compat.job_fields import SiteDefaults
 from gateway.compat.job_fmt_values import job_values
 from gateway.compat.sacct_fmt_fields import SACCT_FIELDS, Kind, Rec, SacctField, Value
 from gateway.model.job import Job, Step
+from gateway.model.values import NO_VAL
 
 __all__ = [
     "BRIEF_FIELDS",
@@ -35,6 +37,7 @@ __all__ = [
     "SacctOptions",
     "parse_sacct_fields",
     "render_sacct",
+    "run_steps",
     "sacct_order",
 ]
 
@@ -165,9 +168,17 @@ def _newest_records(jobs: Sequence[Job]) -> list[Job]:
     newest: dict[int, Job] = {}
     for job in jobs:
         seen = newest.get(job.job_id)
-        if seen is None or job.submit_time > seen.submit_time:
+        if seen is None or (job.submit_time, job.restart_count) > (
+            seen.submit_time,
+            seen.restart_count,
+        ):
             newest[job.job_id] = job
     return [j for j in jobs if newest[j.job_id] is j]
+
+
+def run_steps(job: Job, steps: Mapping[int, Sequence[Step]] | None) -> list[Step]:
+    """The steps of this record's run (a requeued job's earlier runs have their own)."""
+    return [s for s in (steps or {}).get(job.job_id, ()) if s.run == job.restart_count]
 
 
 def _selected(opts: SacctOptions) -> list[tuple[SacctField, int]]:
@@ -215,7 +226,7 @@ def render_sacct(
         values = job_values(job, (extras or {}).get(job.job_id), opts.site)
         recs = [Rec(values, None, now)]
         if not opts.allocations:
-            recs.extend(Rec(values, s, now) for s in (steps or {}).get(job.job_id, ()))
+            recs.extend(Rec(values, s, now) for s in run_steps(job, steps))
         for rec in recs:
             cells = [
                 _cell(f, w, f.value(rec), mode, i == len(selected) - 1, delim)

@@ -10,11 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from gateway.compat.duration import INFINITE, NO_VAL, mins_to_str
+from gateway.compat.duration import mins_to_str
 from gateway.compat.fmt_common import UNIT_MEGA, convert_num_unit, hostlist_compress
 from gateway.compat.job_fmt_values import JobValues
 from gateway.model.job import Job, Step, exit_code_pair
 from gateway.model.state import JobState
+from gateway.model.values import INFINITE, NO_VAL
 
 __all__ = ["SACCT_FIELDS", "Kind", "Rec", "SacctField", "Value"]
 

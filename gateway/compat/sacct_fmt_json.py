@@ -12,7 +12,6 @@ from __future__ import annotations
 import signal as _signal
 from collections.abc import Mapping, Sequence
 
-from gateway.compat.duration import INFINITE, NO_VAL
 from gateway.compat.fmt_common import (
     JobExtras,
     JsonValue,
@@ -21,9 +20,11 @@ from gateway.compat.fmt_common import (
 )
 from gateway.compat.job_fields import SiteDefaults
 from gateway.compat.job_fmt_values import JobValues, job_values
+from gateway.compat.sacct_fmt import run_steps
 from gateway.compat.squeue_fmt_json import slurm_meta
 from gateway.model.job import Job, Step
 from gateway.model.state import JobState
+from gateway.model.values import INFINITE, NO_VAL
 
 __all__ = ["STANDARD_TRES_IDS", "sacct_json", "sacct_json_doc"]
 
@@ -248,7 +249,7 @@ def _dbd_order(jobs: Sequence[Job]) -> list[Job]:
     and the older records of a requeued job prepended to the front as they are met."""
     out: list[Job] = []
     last = None
-    for job in sorted(jobs, key=lambda j: (j.job_id, -j.submit_time)):
+    for job in sorted(jobs, key=lambda j: (j.job_id, -j.submit_time, -j.restart_count)):
         if job.job_id == last:
             out.insert(0, job)
         else:
@@ -274,7 +275,7 @@ def sacct_json_doc(
     rows: list[JsonValue] = []
     for job in _dbd_order(jobs):
         v = job_values(job, (extras or {}).get(job.job_id), site)
-        rows.append(_job(v, (steps or {}).get(job.job_id, ()), ids, faithful_exit_codes, now))
+        rows.append(_job(v, run_steps(job, steps), ids, faithful_exit_codes, now))
     return {
         "meta": slurm_meta("openapi/dbv0.0.38", "Slurm OpenAPI DB v0.0.38"),
         "errors": [],

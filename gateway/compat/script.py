@@ -16,10 +16,12 @@ from gateway.compat.optypes import Origin
 
 __all__ = [
     "DIRECTIVE_ORIGINS",
+    "MAX_SCRIPT_BYTES",
     "PACKJOB_WARNING",
     "Directives",
     "check_script",
     "read_directives",
+    "script_too_long",
     "wrap_script",
 ]
 
@@ -63,6 +65,19 @@ def check_script(body: str) -> None:
             "Batch script contains DOS line breaks (\\r\\n)",
             "instead of expected UNIX line breaks (\\n).",
         )
+
+
+MAX_SCRIPT_BYTES = 4 * 1024 * 1024  # slurmctld's default max_script_size
+
+
+def script_too_long(body: str) -> bool:
+    """Whether slurmctld refuses the script's size (in bytes: text read with
+    surrogateescape counts one byte per escaped byte)."""
+    if len(body) > MAX_SCRIPT_BYTES:
+        return True
+    if len(body) * 4 <= MAX_SCRIPT_BYTES:
+        return False
+    return len(body.encode("utf-8", "surrogateescape")) > MAX_SCRIPT_BYTES
 
 
 def wrap_script(command: str) -> str:

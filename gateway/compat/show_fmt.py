@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from gateway.compat.duration import INFINITE, NO_VAL, mins_to_str, secs_to_str
+from gateway.compat.duration import mins_to_str, secs_to_str
 from gateway.compat.filename import NO_TASK
 from gateway.compat.fmt_common import (
     JobExtras,
@@ -27,6 +27,7 @@ from gateway.compat.node_fmt_state import BASE, node_state, node_state_string_co
 from gateway.model.cluster import ClusterState, Node, Partition
 from gateway.model.job import Job, exit_code_pair
 from gateway.model.state import JobState
+from gateway.model.values import INFINITE, NO_VAL
 
 __all__ = ["show_job", "show_jobs", "show_node", "show_nodes", "show_partition", "show_partitions"]
 

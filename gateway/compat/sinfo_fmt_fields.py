@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gateway.compat.duration import INFINITE, NO_VAL
 from gateway.compat.fmt_common import (
     NodeExtras,
     PartitionExtras,
@@ -27,6 +26,7 @@ from gateway.compat.node_fmt_state import (
     node_state_string_complete,
 )
 from gateway.model.cluster import Node, Partition
+from gateway.model.values import INFINITE, NO_VAL
 
 __all__ = [
     "SINFO_FIELDS",

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.compat.duration import NO_VAL
 from gateway.compat.fmt_common import NodeExtras, PartitionExtras, msort
 from gateway.compat.node_fmt_state import (
     BASE,
@@ -38,6 +37,7 @@ from gateway.compat.sinfo_fmt_fields import (
     parse_sinfo_long_format,
 )
 from gateway.model.cluster import ClusterState, Node, Partition
+from gateway.model.values import NO_VAL
 
 __all__ = ["SinfoOptions", "format_items", "sinfo_records"]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gateway.compat.duration import INFINITE
 from gateway.compat.fmt_common import (
     JsonValue,
     NodeExtras,
@@ -17,6 +16,7 @@ from gateway.compat.fmt_common import (
 from gateway.compat.node_fmt_state import FLAGS, node_state, node_state_base_string
 from gateway.compat.squeue_fmt_json import slurm_meta
 from gateway.model.cluster import ClusterState, Node
+from gateway.model.values import INFINITE
 
 __all__ = ["partitions_json_doc", "sinfo_json", "sinfo_json_doc"]
 

@@ -21,6 +21,7 @@ class SlurmErrno(Enum):
     TOO_MANY_REQUESTED_CPUS = (2005, "More processors requested than permitted")
     INVALID_NODE_COUNT = (2006, "Node count specification invalid")
     USER_ID_MISSING = (2010, "Invalid user id")
+    PATHNAME_TOO_LONG = (2012, "Pathname of a file, directory or other parameter too long")
     REQUESTED_NODE_CONFIG_UNAVAILABLE = (2014, "Requested node configuration is not available")
     INVALID_JOB_ID = (2017, "Invalid job id specified")
     INVALID_NODE_NAME = (2018, "Invalid node name specified")

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gateway.compat.duration import INFINITE, NO_VAL
 from gateway.compat.fmt_common import (
     hostlist_compress,
     hostlist_expand,
@@ -19,6 +18,7 @@ from gateway.compat.fmt_common import (
 from gateway.compat.job_fmt_values import JobValues
 from gateway.model.job import Job
 from gateway.model.state import JobState
+from gateway.model.values import INFINITE, NO_VAL
 
 __all__ = [
     "SQUEUE_FIELDS",

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from gateway.compat.duration import INFINITE
 from gateway.compat.fmt_common import (
     JobExtras,
     JsonValue,
@@ -22,6 +21,7 @@ from gateway.compat.job_fmt_values import JobValues, job_values
 from gateway.model.job import Job
 from gateway.model.jobspec import Sharing
 from gateway.model.state import JobState
+from gateway.model.values import INFINITE
 
 __all__ = ["SLURM_META", "slurm_meta", "squeue_json", "squeue_json_doc"]
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from gateway.compat.duration import INFINITE, NO_VAL
 from gateway.compat.fmt_common import hostlist_compress, msort
 from gateway.model.state import JobState
+from gateway.model.values import INFINITE, NO_VAL
 
 if TYPE_CHECKING:
     from gateway.compat.squeue_fmt_fields import SqueueRow

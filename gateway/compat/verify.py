@@ -18,13 +18,14 @@ from gateway.compat.arrays import parse_array
 from gateway.compat.cnum import to_int32, to_uint32
 from gateway.compat.dependency import DependencyError, parse_dependency
 from gateway.compat.errors import CompatError, Diagnostic, Level
-from gateway.compat.gres import GresItem, gres_tres, parse_gpus, parse_gres
+from gateway.compat.gres import gres_tres, parse_gpus, parse_gres
 from gateway.compat.gres_check import GresCounts, GresRequest, check_gres, check_tres_strings
 from gateway.compat.option_checks import check_options
 from gateway.compat.option_values import is_arbitrary
 from gateway.compat.optypes import Draft, ParseContext
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.model.jobspec import JobSpec
+from gateway.model.values import GresItem
 
 if TYPE_CHECKING:
     from gateway.compat.sbatch import FirstPass
@@ -38,10 +39,10 @@ _NO_GRES = GresRequest()
 class SubmitError(CompatError):
     """What slurmctld refuses: `sbatch: error: Batch job submission failed: <text>`."""
 
-    def __init__(self, errno: SlurmErrno) -> None:
-        super().__init__(
-            Diagnostic(Level.ERROR, f"Batch job submission failed: {errno.text}"), exit_code=1
-        )
+    def __init__(self, errno: SlurmErrno, detail: str | None = None) -> None:
+        last = Diagnostic(Level.ERROR, f"Batch job submission failed: {errno.text}")
+        lines = (last,) if detail is None else (Diagnostic(Level.ERROR, detail), last)
+        super().__init__(*lines, exit_code=1)
         self.errno = errno
 
 
@@ -352,6 +353,9 @@ def verify_component(
         extra=_extras(d),
         script_args=first.script_args,
     )
+    for key in ("time_limit", "time_min"):  # slurmctld keeps them in a uint32
+        if kwargs.get(key) is not None:
+            kwargs[key] = to_uint32(kwargs[key])
     spec = JobSpec(**kwargs)
     return Verified(
         spec,

@@ -18,7 +18,6 @@ from gateway.inventory.keys import generate_keypair
 from gateway.inventory.receiver import InventoryReceiver, ReceiverConfig
 from gateway.inventory.registry import EventKind, NodeEvent, NodeRegistry
 from gateway.logutil import RateLimitedLogger
-from gateway.model.backend import EndsAttempts
 from gateway.model.cluster import NodeState
 from gateway.model.state import JobState, Reason
 
@@ -122,13 +121,16 @@ class AgentHub:
         gw = self.gw
         victims = [j for j in gw.jobs.values() if j.state.is_active and node in j.nodes]
         changed = []
+        ending: list[tuple[int, int]] = []
         for job in victims:
             backend = gw.backend_for(job)
+            ends = gw.capabilities(job).ends_attempts
             try:
-                if isinstance(backend, EndsAttempts):
+                if ends is not None:
+                    ending.append(gw.ending_run(job))
                     # every process of the run, confirmed gone (the local runner); a run not
                     # confirmed keeps the next one waiting in the backend (Cleaning)
-                    await asyncio.to_thread(backend.end_attempt, job)
+                    await asyncio.to_thread(ends.end_attempt, job)
                 elif backend is not None:
                     backend.cancel(job, 9, False)  # the rest of the gang goes too
             except Exception as exc:  # noqa: BLE001 - the node is gone anyway
@@ -141,4 +143,7 @@ class AgentHub:
             log.warning(
                 "node %s down: job %s %s", node, job.job_id, "requeued" if requeue else "failed"
             )
-        await gw.commit(changed, "node-down", node=node)
+        try:
+            await gw.commit(changed, "node-down", node=node)
+        finally:
+            gw.ended_runs(ending)

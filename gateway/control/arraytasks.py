@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.compat.arrays import ArraySpec, IndexRange
 from gateway.compat.cnum import strtol
+from gateway.model.values import ArraySpec, IndexRange
 
 __all__ = ["Target", "parse_targets", "remove_index"]
 

@@ -9,7 +9,7 @@ from gateway.control.site import local_cluster
 from gateway.model.backend import Backend
 from gateway.model.cluster import ClusterState, Gpu
 
-__all__ = ["make_backends", "places_itself"]
+__all__ = ["make_backends"]
 
 
 def make_backends(config: GatewayConfig) -> tuple[dict[str, Backend], dict[str, ClusterState]]:
@@ -33,6 +33,7 @@ def make_backends(config: GatewayConfig) -> tuple[dict[str, Backend], dict[str, 
         docker_host=config.docker_host,
         def_mem_per_cpu_mb=config.def_mem_per_cpu_mb or None,
         min_job_age=config.min_job_age_s,
+        proctrack=config.proctrack,
     )
     backends: dict[str, Backend] = {config.cluster_name: local}
     if config.slurm:
@@ -56,9 +57,3 @@ def _add(backends: dict[str, Backend], more: Mapping[str, Backend]) -> None:
         if name in backends:
             raise ValueError(f"cluster name {name!r} is configured twice")
         backends[name] = backend
-
-
-def places_itself(backend: Backend) -> bool:
-    """Whether the backend decides node placement itself (Slurm, Volcano): the gateway then
-    only chooses the cluster and partition, and never subtracts per-node resources."""
-    return bool(getattr(backend, "places_itself", False))

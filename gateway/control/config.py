@@ -87,6 +87,9 @@ class GatewayConfig:
     api_max_connections_per_user: int = 64
     api_max_connections_operator: int = 1024
     docker_host: str | None = None
+    # how the local backend tracks each job's processes (containers.proctrack): auto,
+    # cgroup2, freezer (cgroup v1) or session
+    proctrack: str = "auto"
     # Slurm clusters behind the gateway: the [slurm] table (slurm_plugin/clusters.example.toml)
     slurm: dict[str, Any] | None = None
     # Kubernetes clusters behind the gateway: the [kubernetes] table (k8s_bridge/config.py)

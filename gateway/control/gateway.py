@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from gateway.backend import Capabilities, capabilities_of
 from gateway.compat.errors import CompatError
 from gateway.compat.optypes import EarlyExit
 from gateway.control.arraytasks import remove_index
-from gateway.control.backends import places_itself
 from gateway.control.config import GatewayConfig
 from gateway.control.jobtable import JobTable
 from gateway.control.launcher import Launcher
@@ -37,7 +37,7 @@ from gateway.control.submit import (
 )
 from gateway.control.transitions import after_event, ended, requeued
 from gateway.logutil import RateLimitedLogger
-from gateway.model.backend import Backend, BackendEvent
+from gateway.model.backend import Backend, BackendEvent, EventKind
 from gateway.model.cluster import ClusterState
 from gateway.model.job import Job
 from gateway.model.state import JobState, Reason
@@ -82,6 +82,10 @@ class Gateway:
         self.store = store
         self.committer = GroupCommitter(store)
         self.backends = backends
+        self.caps = {name: capabilities_of(b) for name, b in backends.items()}
+        # (job id, run) being ended by requeue or fail-over: the end that run's backend
+        # reports is the requeue's doing, not the job's own (it stays out of the record)
+        self._ending: set[tuple[int, int]] = set()
         self.clock = clock
         self.jobs = JobTable()
         self._finished_at: dict[int, float] = {}
@@ -129,10 +133,9 @@ class Gateway:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await asyncio.to_thread(self.committer.close)
-        for backend in self.backends.values():
-            close = getattr(backend, "close", None)
-            if callable(close):
-                await asyncio.to_thread(close)
+        for caps in self.caps.values():
+            if caps.closes is not None:
+                await asyncio.to_thread(caps.closes.close)
 
     def wake(self) -> None:
         """Ask for a scheduling cycle soon."""
@@ -215,6 +218,7 @@ class Gateway:
                 self.clusters,
                 self.config.def_mem_per_cpu_mb,
                 None if self.config.accept_any_qos else frozenset(self.config.qos),
+                self._job_exists,
             )
         except CompatError as exc:
             return SubmitOutcome(None, "", exc.render("sbatch"), exc.exit_code)
@@ -328,17 +332,21 @@ class Gateway:
     # --- scheduling -----------------------------------------------------------------
 
     def _self_placing(self) -> frozenset[str]:
-        return frozenset(n for n, b in self.backends.items() if places_itself(b))
+        return frozenset(n for n, c in self.caps.items() if c.places_itself)
 
     def free_resources(self) -> dict[str, NodeFree]:
         """What is free on every node now (cpus, memory, GPU indices)."""
         return free_resources(self.jobs, self.clusters, self._self_placing())
 
+    def _job_exists(self, job_id: int) -> bool:
+        """Whether a dependency may name this job (as the snapshot's targets are found)."""
+        return bool(self.jobs.job_or_array(job_id) or self.store.query(JobQuery(job_ids=[job_id])))
+
     def _snapshot(self, extra: Iterable[Job] = ()) -> Snapshot:
         return build_snapshot(
             self.jobs,
             self.clusters,
-            self.backends,
+            self.caps,
             self._self_placing(),
             self.clock(),
             self.config.def_mem_per_cpu_mb,
@@ -395,10 +403,12 @@ class Gateway:
         steps = []
         for ev in events:
             if ev.step is not None:
-                steps.append(ev.step)
+                steps.append(replace(ev.step, run=ev.run))  # kept per run (sacct -D)
             job = updates.get(ev.job_id) or self.jobs.get(ev.job_id)
             if job is None or ev.run != job.restart_count:
                 continue  # unknown, or a run from before a requeue
+            if (ev.job_id, ev.run) in self._ending and ev.kind is not EventKind.STEP:
+                continue  # a run being requeued: the requeue records how it ends
             out = after_event(job, ev, self.config.job_requeue, self.clock())
             if out is not None:
                 updates[job.job_id] = out
@@ -418,6 +428,21 @@ class Gateway:
     def backend_for(self, job: Job) -> Backend | None:
         """The backend a job runs on."""
         return self.backends.get(job.cluster)
+
+    def ending_run(self, job: Job) -> tuple[int, int]:
+        """Mark the job's current run as being ended by the gateway (requeue, fail-over);
+        `ended_runs` lifts the mark once the outcome is committed."""
+        key = (job.job_id, job.restart_count)
+        self._ending.add(key)
+        return key
+
+    def ended_runs(self, keys: Iterable[tuple[int, int]]) -> None:
+        """Lift `ending_run` marks."""
+        self._ending.difference_update(keys)
+
+    def capabilities(self, job: Job) -> Capabilities:
+        """What the backend a job runs on can do (nothing optional for an unknown one)."""
+        return self.caps.get(job.cluster) or Capabilities()
 
     async def commit(self, jobs: Iterable[Job], kind: str, **detail: object) -> None:
         """Persist changed jobs (used by control operations). When the store fails, a
@@ -452,7 +477,7 @@ class Gateway:
 
     def requeued(self, job: Job) -> Job:
         """A requeued copy of a job."""
-        return requeued(job)
+        return requeued(job, self.clock())
 
     def split_task(self, meta: Job, index: int) -> tuple[Job, Job | None]:
         """Take one pending task out of an array meta record: (task record, new meta)."""

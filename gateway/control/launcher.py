@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from gateway.model.backend import BackendError, Launch
 from gateway.model.job import Job
@@ -26,6 +26,8 @@ __all__ = ["Launcher"]
 
 log = logging.getLogger("caldera.gateway")
 
+_K = TypeVar("_K", str, int)
+
 
 class Launcher:
     """Launches for one gateway, with a back-off per cluster after retryable refusals."""
@@ -35,6 +37,9 @@ class Launcher:
         self._slots = asyncio.Semaphore(8)
         # cluster -> (no launches before this monotonic time, current delay, waiting reason)
         self._backoff: dict[str, tuple[float, float, Reason]] = {}
+        # the same for one job whose earlier run is still being ended (Reason Cleaning):
+        # that job waits, the rest of its cluster does not
+        self._job_backoff: dict[int, tuple[float, float, Reason]] = {}
 
     def not_backed_off(self, starts: Iterable[Decision], changed: list[Job]) -> list[Decision]:
         """The starts whose cluster is not backing off after a retryable refusal; the others
@@ -43,6 +48,8 @@ class Launcher:
         out: list[Decision] = []
         for decision in starts:
             held = self._backoff.get(decision.cluster)
+            if held is None or now >= held[0]:
+                held = self._job_backoff.get(decision.job.job_id)
             if held is None or now >= held[0]:
                 out.append(decision)
                 continue
@@ -54,9 +61,14 @@ class Launcher:
     def back_off(self, cluster: str, reason: Reason) -> None:
         """No launches to `cluster` for a while: 0.5 s after a first refusal, doubling up to
         30 s while refusals continue; a successful launch resets it."""
-        previous = self._backoff.get(cluster)
-        delay = min(previous[1] * 2, 30.0) if previous else 0.5
-        self._backoff[cluster] = (time.monotonic() + delay, delay, reason)
+        _delay(self._backoff, cluster, reason)
+
+    def back_off_job(self, job_id: int, reason: Reason) -> None:
+        """The same for one job only (its previous run is not confirmed gone yet)."""
+        if len(self._job_backoff) > 10_000:  # stale entries of jobs that went elsewhere
+            now = time.monotonic()
+            self._job_backoff = {k: v for k, v in self._job_backoff.items() if v[0] > now}
+        _delay(self._job_backoff, job_id, reason)
 
     def prepare(self, decision: Decision) -> tuple[list[Job], Job, Job] | None:
         """Split the task off its array (synchronously: the meta record changes now) and
@@ -134,9 +146,15 @@ class Launcher:
             log.warning(
                 "cluster %s refused job %s for now: %s", decision.cluster, running.job_id, exc
             )
-            self.back_off(decision.cluster, reason)
+            if reason is Reason.CLEANING:
+                self.back_off_job(running.job_id, reason)
+            else:
+                self.back_off(decision.cluster, reason)
+            current = self.gw.jobs.get(running.job_id, running)
+            if not _same_run(current, running):
+                return  # requeued or ended while the launch was in flight: that stands
             back = replace(
-                self.gw.jobs.get(running.job_id, running),
+                current,
                 state=JobState.PENDING,
                 reason=reason,
                 start_time=None,
@@ -151,16 +169,23 @@ class Launcher:
             await self._failed(running, exc)
             return
         self._backoff.pop(decision.cluster, None)
+        self._job_backoff.pop(running.job_id, None)
         current = self.gw.jobs.get(running.job_id, running)
+        if not _same_run(current, running):
+            # requeued (or ended) while the launch was in flight: the requeue ended this run
+            # (or will, before the next starts); its backend id must not mark the new
+            # PENDING record as handed over, which would keep it from being scheduled
+            log.info("job %s changed while its launch was in flight", running.job_id)
+            return
         # the job runs and is stored RUNNING; without its backend id a restart finds it by
         # its job id (reconcile)
         await self.gw._commit_or_log([replace(current, backend_id=backend_id)], "backend-id")
-        update = getattr(backend, "update_time_limit", None)
-        if current.time_limit != running.time_limit and callable(update):
+        update = self.gw.caps[decision.cluster].time_limit
+        if current.time_limit != running.time_limit and update is not None:
             # `scontrol update TimeLimit=` came while the launch was in flight (without a
             # backend id there was nothing to forward it to): the running job gets it now
             try:
-                await asyncio.to_thread(update, current, current.time_limit)
+                await asyncio.to_thread(update.update_time_limit, current, current.time_limit)
             except Exception as exc:  # noqa: BLE001 - the job keeps running on the old limit
                 log.warning("time limit of job %s not updated: %s", current.job_id, exc)
 
@@ -168,6 +193,8 @@ class Launcher:
         """The backend refused the job: it ends FAILED (JobLaunchFailure) with the reason."""
         log.warning("launch of job %s failed: %s", running.job_id, exc)
         current = self.gw.jobs.get(running.job_id, running)
+        if not _same_run(current, running):
+            return  # requeued or ended meanwhile: that decision stands
         failed = self.gw.ended(current, JobState.FAILED, 1 << 8, Reason.JOB_LAUNCH_FAILURE)
         await self.gw._commit_or_log([replace(failed, state_desc=str(exc)[:200])], "launch-failed")
 
@@ -180,3 +207,14 @@ class Launcher:
                         if name in n.partitions:
                             return name
         return wanted[0]
+
+
+def _same_run(current: Job, running: Job) -> bool:
+    """Whether `current` is still the run this launch started (not requeued, not ended)."""
+    return current.restart_count == running.restart_count and current.state.is_active
+
+
+def _delay(table: dict[_K, tuple[float, float, Reason]], key: _K, reason: Reason) -> None:
+    previous = table.get(key)
+    delay = min(previous[1] * 2, 30.0) if previous else 0.5
+    table[key] = (time.monotonic() + delay, delay, reason)

@@ -13,14 +13,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gateway.compat.dependency import DependencyError, parse_dependency
-from gateway.compat.duration import INFINITE, NO_VAL, time_str_to_mins
+from gateway.compat.duration import time_str_to_mins
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.control.arraytasks import Target
 from gateway.control.gateway import Gateway
 from gateway.control.submit import Caller, priority_for
-from gateway.model.backend import BackendError, EndsAttempts
+from gateway.model.backend import BackendError
 from gateway.model.job import Hold, Job
 from gateway.model.state import JobState, Reason
+from gateway.model.values import INFINITE, NO_VAL
 
 __all__ = ["OpResult", "apply_update", "cancel", "hold", "release", "requeue"]
 
@@ -111,7 +112,7 @@ async def cancel(
                     changed.append(gw.ended(job, JobState.CANCELLED, by=caller.uid))
                 continue
 
-            refused = await _call_backend(gw, job, "cancel", signal, batch_only)
+            refused = await _call_backend(_cancel(gw, job, signal, batch_only))
             if refused is not None:
                 err = refused
             elif signal is None:
@@ -121,30 +122,50 @@ async def cancel(
     return results
 
 
-async def _call_backend(gw: Gateway, job: Job, action: str, *args: object) -> SlurmErrno | None:
+async def _call_backend(operation: Callable[[], object]) -> SlurmErrno | None:
     """Run a backend's operation on a job off the event loop (it may talk to a cluster);
     a refusal comes back as the Slurm error it carries (`errno`), else as NOT_SUPPORTED
     (the backend cannot do it, e.g. a signal a pod cannot receive) or INTERNAL."""
-    method = getattr(gw.backend_for(job), action, None)
-    if not callable(method):
-        return None
     try:
-        await asyncio.to_thread(method, job, *args)
+        await asyncio.to_thread(operation)
     except BackendError as exc:
-        code = getattr(exc, "errno", None)
         fallback = SlurmErrno.INTERNAL if exc.retryable else SlurmErrno.NOT_SUPPORTED
-        return next((e for e in SlurmErrno if e.code == code), fallback)
-    except Exception as exc:  # noqa: BLE001 - reported as Slurm reports a refusal
-        code = getattr(exc, "errno", None)
-        return next((e for e in SlurmErrno if e.code == code), SlurmErrno.INTERNAL)
+        return next((e for e in SlurmErrno if e.code == exc.errno), fallback)
+    except Exception:
+        log.exception("backend operation failed")
+        return SlurmErrno.INTERNAL
     return None
 
 
-async def _forward(gw: Gateway, job: Job, action: str, *args: object) -> SlurmErrno | None:
-    """Jobs a backend queues itself (Slurm) are held/released/updated there too."""
-    if not job.backend_id:
+def _cancel(gw: Gateway, job: Job, signal: int | None, batch_only: bool) -> Callable[[], object]:
+    backend = gw.backend_for(job)
+    if backend is None:
+        return lambda: None
+    return lambda: backend.cancel(job, signal, batch_only)
+
+
+async def _forward_hold(gw: Gateway, job: Job, admin: bool) -> SlurmErrno | None:
+    """Jobs a backend queues itself (Slurm) are held there too."""
+    control = gw.capabilities(job).control if job.backend_id else None
+    if control is None:
         return None
-    return await _call_backend(gw, job, action, *args)
+    return await _call_backend(lambda: control.hold(job, admin))
+
+
+async def _forward_release(gw: Gateway, job: Job) -> SlurmErrno | None:
+    """... and released there."""
+    control = gw.capabilities(job).control if job.backend_id else None
+    if control is None:
+        return None
+    return await _call_backend(lambda: control.release(job))
+
+
+async def _forward_time_limit(gw: Gateway, job: Job) -> SlurmErrno | None:
+    """A new time limit reaches a job its backend already holds."""
+    updates = gw.capabilities(job).time_limit if job.backend_id else None
+    if updates is None:
+        return None
+    return await _call_backend(lambda: updates.update_time_limit(job, job.time_limit))
 
 
 async def hold(
@@ -161,7 +182,7 @@ async def hold(
         require_pending=True,
         kind="hold",
         denied=SlurmErrno.USER_ID_MISSING,
-        forward=lambda j: _forward(gw, j, "hold", kind is Hold.ADMIN),
+        forward=lambda j: _forward_hold(gw, j, kind is Hold.ADMIN),
     )
 
 
@@ -187,7 +208,7 @@ async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> lis
             if job.state is not JobState.PENDING:
                 err = err or SlurmErrno.JOB_NOT_PENDING
                 continue
-            refused = await _forward(gw, job, "release")
+            refused = await _forward_release(gw, job)
             if refused is not None:
                 err = refused
                 continue
@@ -219,46 +240,56 @@ async def requeue(
             continue
         changed: list[Job] = []
         err: SlurmErrno | None = None
-        for job, index in matched:
-            job = gw.jobs.get(job.job_id, job)
-            if not _allowed(job, caller):
-                err = SlurmErrno.ACCESS_DENIED
-                continue
-            if job.state is JobState.PENDING or index is not None:
-                err = err or SlurmErrno.JOB_PENDING
-                continue
-            if job.spec.requeue is False:
-                err = err or SlurmErrno.DISABLED
-                continue
-            if job.state.is_active:
-                backend = gw.backend_for(job)
-                if isinstance(backend, EndsAttempts):
-                    # the whole run ends (batch script and all it started) before the requeue
-                    # is committed; the backend starts no next run until it is confirmed gone
-                    try:
-                        await asyncio.to_thread(backend.end_attempt, job)
-                    except BackendError as exc:
-                        log.warning("requeue of job %s: %s", job.job_id, exc)
-                    except Exception:  # refused as Slurm refuses a failed operation; job unchanged
-                        log.exception("requeue of job %s: ending its run failed", job.job_id)
-                        err = SlurmErrno.INTERNAL
-                        continue
-                else:
-                    refused = await _call_backend(gw, job, "cancel", 9, False)
+        ending: list[tuple[int, int]] = []  # runs being ended: their own end is not theirs
+        try:
+            for job, index in matched:
+                job = gw.jobs.get(job.job_id, job)
+                if not _allowed(job, caller):
+                    err = SlurmErrno.ACCESS_DENIED
+                    continue
+                if job.state is JobState.PENDING or index is not None:
+                    err = err or SlurmErrno.JOB_PENDING
+                    continue
+                if job.spec.requeue is False:
+                    err = err or SlurmErrno.DISABLED
+                    continue
+                if job.state.is_active:
+                    if gw.capabilities(job).ends_attempts is not None:
+                        ending.append(gw.ending_run(job))
+                    refused = await _end_run(gw, job)
                     if refused is not None:
                         err = refused
                         continue
-                current = gw.jobs.get(job.job_id, job)
-                if current.restart_count != job.restart_count:
-                    continue  # requeued by someone else meanwhile
-                job = current
-            again = gw.requeued(job)
-            if hold_after:
-                again = replace(again, hold=Hold.USER, priority=0, reason=Reason.JOB_HELD_USER)
-            changed.append(again)
-        await gw.commit(changed, "requeue", by=caller.uid)
+                    current = gw.jobs.get(job.job_id, job)
+                    if current.restart_count != job.restart_count:
+                        continue  # requeued by someone else meanwhile
+                    job = current
+                again = gw.requeued(job)
+                if hold_after:
+                    again = replace(again, hold=Hold.USER, priority=0, reason=Reason.JOB_HELD_USER)
+                changed.append(again)
+            await gw.commit(changed, "requeue", by=caller.uid)
+        finally:
+            gw.ended_runs(ending)
         results.append(OpResult(_name(target), err))
     return results
+
+
+async def _end_run(gw: Gateway, job: Job) -> SlurmErrno | None:
+    """End the job's current run for a requeue: where the backend can, its whole run
+    (batch script and all it started) before the requeue is committed (the backend starts
+    no next run until it is confirmed gone); elsewhere a SIGKILL through cancel."""
+    ends = gw.capabilities(job).ends_attempts
+    if ends is None:
+        return await _call_backend(_cancel(gw, job, 9, False))
+    try:
+        await asyncio.to_thread(ends.end_attempt, job)
+    except BackendError as exc:  # not confirmed yet: the backend holds the next run back
+        log.warning("requeue of job %s: %s", job.job_id, exc)
+    except Exception:  # refused as Slurm refuses a failed operation; job unchanged
+        log.exception("requeue of job %s: ending its run failed", job.job_id)
+        return SlurmErrno.INTERNAL
+    return None
 
 
 def _take_task(gw: Gateway, meta: Job, index: int, metas: dict[int, Job]) -> Job:
@@ -402,7 +433,7 @@ async def apply_update(
             if isinstance(out, SlurmErrno):
                 return OpResult(_name(target), out)
             if key.lower() == "timelimit":
-                refused = await _forward(gw, out, "update_time_limit", out.time_limit)
+                refused = await _forward_time_limit(gw, out)
                 if refused is not None:
                     return OpResult(_name(target), refused)
             job = out

@@ -4,12 +4,14 @@ slurmctld makes against a site (partition names, whether any node could ever fit
 
 from __future__ import annotations
 
-from gateway.compat.duration import NO_VAL, time_str_to_mins
+from gateway.compat.duration import time_str_to_mins
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.compat.verify import SubmitError
 from gateway.control.config import GatewayConfig
 from gateway.model.cluster import ClusterState, Gpu, Node, Partition
 from gateway.model.jobspec import JobSpec
+from gateway.model.values import NO_VAL
+from gateway.scheduler.part_limits import config_detail, fitting_nodes
 from gateway.scheduler.request import constraint_satisfied, node_request
 
 __all__ = ["check_request", "local_cluster", "pick_partitions"]
@@ -84,32 +86,26 @@ def check_request(
     partitions: tuple[str, ...],
     clusters: dict[str, ClusterState],
     def_mem_per_cpu_mb: int,
+    *,
+    fit: bool = True,
 ) -> None:
-    """Reject a request no node of its partitions could ever hold, as slurmctld does."""
+    """Reject a request no node of its partitions could ever hold, as slurmctld does;
+    without `fit` (a held job, or one beyond its partition's size) only names are checked."""
     from gateway.compat.hostlist import expand
 
     nodelist = tuple(expand(spec.nodelist)) if spec.nodelist else ()
     req = node_request(spec, nodelist)
+    seen: list[Node] = []
     for cluster in clusters.values():
         for pname in partitions:
             part = cluster.partition(pname)
             if part is None:
                 continue
             members = [n for n in cluster.nodes if n.name in part.nodes]
+            seen.extend(members)
             if nodelist and any(name not in part.nodes for name in nodelist):
                 continue
-            fitting = [
-                n
-                for n in members
-                if n.cpus >= req.cpus
-                and (
-                    req.memory_mb is None
-                    or req.memory_for(req.cpus, def_mem_per_cpu_mb, n.memory_mb) <= n.memory_mb
-                )
-                and n.gpu_count(req.gpu_type) >= req.gpus
-                and constraint_satisfied(req.constraint, n.features)
-            ]
-            if len(fitting) >= req.nodes:
+            if fit and fitting_nodes(req, members, def_mem_per_cpu_mb) >= req.nodes:
                 return
             if spec.constraint and not any(
                 constraint_satisfied(spec.constraint, n.features) for n in members
@@ -119,4 +115,5 @@ def check_request(
         known = {n.name for c in clusters.values() for n in c.nodes}
         if any(name not in known for name in nodelist):
             raise SubmitError(SlurmErrno.INVALID_NODE_NAME)
-    raise SubmitError(SlurmErrno.REQUESTED_NODE_CONFIG_UNAVAILABLE)
+    if fit:
+        raise SubmitError(SlurmErrno.REQUESTED_NODE_CONFIG_UNAVAILABLE, config_detail(spec, seen))

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
+from gateway.backend import Capabilities
 from gateway.control.jobtable import JobTable
-from gateway.model.backend import Backend
 from gateway.model.cluster import ClusterState
 from gateway.model.job import Job
 from gateway.scheduler.snapshot import DepTarget, NodeFree, Snapshot
@@ -83,7 +83,7 @@ def _native_deps(
     jobs: JobTable,
     pending: Iterable[Job],
     clusters: Mapping[str, ClusterState],
-    backends: Mapping[str, Backend],
+    caps: Mapping[str, Capabilities],
 ) -> frozenset[int]:
     """Jobs whose only possible cluster enforces their dependencies itself, so that they
     are handed over now (Slurm holds them with Reason=Dependency)."""
@@ -100,12 +100,13 @@ def _native_deps(
         ]
         if len(homes) != 1:
             continue
-        check = getattr(backends.get(homes[0]), "native_dependency_ok", None)
-        if not callable(check):
+        home = caps.get(homes[0])
+        native = home.native_dependencies if home is not None else None
+        if native is None:
             continue
         ids = {i.job_id for i in dep.items if i.job_id}
         targets = list({j.job_id: j for i in ids for j in jobs.job_or_array(i)}.values())
-        if check(job, targets):
+        if native.native_dependency_ok(job, targets):
             out.add(job.job_id)
     return frozenset(out)
 
@@ -113,7 +114,7 @@ def _native_deps(
 def build_snapshot(
     jobs: JobTable,
     clusters: Mapping[str, ClusterState],
-    backends: Mapping[str, Backend],
+    caps: Mapping[str, Capabilities],
     self_placing: frozenset[str],
     now: float,
     def_mem_per_cpu_mb: int,
@@ -145,5 +146,5 @@ def build_snapshot(
         by_user_name=by_user_name,
         running_tasks=running_tasks,
         def_mem_per_cpu_mb=def_mem_per_cpu_mb,
-        native_deps=_native_deps(jobs, pending, clusters, backends),
+        native_deps=_native_deps(jobs, pending, clusters, caps),
     )

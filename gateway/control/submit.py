@@ -6,13 +6,13 @@ caller and site are arguments) so that it can be tested without a running gatewa
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from gateway.compat.errors import CompatError
 from gateway.compat.optypes import ParseContext
 from gateway.compat.sbatch import SbatchRequest, first_pass, second_pass
-from gateway.compat.script import check_script, wrap_script
+from gateway.compat.script import check_script, script_too_long, wrap_script
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.compat.verify import SubmitError
 from gateway.control.site import check_request, pick_partitions
@@ -20,6 +20,8 @@ from gateway.model.cluster import ClusterState
 from gateway.model.job import Hold, Job
 from gateway.model.jobspec import JobSpec
 from gateway.model.state import JobState, Reason
+from gateway.scheduler.dependencies import prune_missing
+from gateway.scheduler.part_limits import partition_limit
 
 __all__ = [
     "Caller",
@@ -123,9 +125,16 @@ def build_job(
     clusters: dict[str, ClusterState],
     def_mem_per_cpu_mb: int,
     accept_qos: frozenset[str] | None = None,
+    job_exists: Callable[[int], bool] | None = None,
 ) -> Job:
-    """The Job record of a parsed request, or SubmitError as slurmctld would answer."""
+    """The Job record of a parsed request, or SubmitError as slurmctld would answer.
+    `job_exists` tells which dependency targets are known; slurmctld drops the others at
+    once unless the job is held (then when it is first tested)."""
     spec: JobSpec = request.spec
+    if script_too_long(request.script):
+        raise SubmitError(SlurmErrno.PATHNAME_TOO_LONG)
+    if spec.dependency is not None and job_exists is not None and not spec.hold:
+        spec = replace(spec, dependency=prune_missing(spec.dependency, job_exists))
     if spec.het:
         raise SubmitError(SlurmErrno.NOT_SUPPORTED)
     if spec.uid is not None and spec.uid != caller.uid and not caller.operator:
@@ -133,7 +142,10 @@ def build_job(
     if accept_qos is not None and spec.qos is not None and spec.qos not in accept_qos:
         raise SubmitError(SlurmErrno.INVALID_QOS)
     partitions = pick_partitions(spec, clusters)
-    check_request(spec, partitions, clusters, def_mem_per_cpu_mb)
+    limit = _partition_limit(spec, partitions, clusters)
+    check_request(
+        spec, partitions, clusters, def_mem_per_cpu_mb, fit=not spec.hold and limit is None
+    )
     part = None
     for cluster in clusters.values():
         part = cluster.partition(partitions[0]) or part
@@ -153,7 +165,7 @@ def build_job(
         submit_line=" ".join(call.argv),
         command=command,
         state=JobState.PENDING,
-        reason=Reason.JOB_HELD_USER if spec.hold else Reason.NONE,
+        reason=Reason.JOB_HELD_USER if spec.hold else (limit or Reason.NONE),
         priority=0 if spec.hold else priority_for(job_id, spec.nice),
         hold=Hold.USER if spec.hold else None,
         array_job_id=job_id if spec.array else 0,
@@ -164,6 +176,23 @@ def build_job(
         time_limit=time_limit,
         cluster=next(iter(clusters), "local"),
     )
+
+
+def _partition_limit(
+    spec: JobSpec, partitions: tuple[str, ...], clusters: dict[str, ClusterState]
+) -> Reason | None:
+    """The partition limit the job exceeds in every partition it names (None: some
+    partition admits it). Slurm's default EnforcePartLimits=NO accepts it to wait."""
+    reasons: list[Reason] = []
+    for cluster in clusters.values():
+        for name in partitions:
+            part = cluster.partition(name)
+            if part is not None:
+                found = partition_limit(spec, cluster, part)
+                if found is None:
+                    return None
+                reasons.append(found)
+    return reasons[0] if reasons else None
 
 
 def submit_message(job_id: int, request: SbatchRequest) -> tuple[str, str]:

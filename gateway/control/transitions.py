@@ -30,10 +30,13 @@ def ended(
     )
 
 
-def requeued(job: Job) -> Job:
-    """The job back in the queue for its next run (Slurm counts runs in Restarts)."""
+def requeued(job: Job, now: float) -> Job:
+    """The job back in the queue for its next run (Slurm counts runs in Restarts and, as
+    slurmctld does, gives the new run the requeue time as its submit time). The store keeps
+    the run that ended as an attempt record of its own (`sacct --duplicates`)."""
     return replace(
         job,
+        submit_time=now,
         state=JobState.PENDING,
         reason=Reason.NONE,
         start_time=None,
@@ -56,7 +59,7 @@ def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -
     if ev.kind is EventKind.FINISHED and handed:
         state = ev.state or JobState.COMPLETED
         if state is JobState.NODE_FAIL and requeue:
-            return requeued(job)
+            return requeued(job, now)
         return replace(
             job,
             state=state,
@@ -69,7 +72,7 @@ def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -
         )
     if ev.kind is EventKind.LOST and handed:
         if requeue:
-            return requeued(job)
+            return requeued(job, now)
         return ended(job, JobState.NODE_FAIL, now, 0, Reason.NODE_DOWN)
     if ev.kind is EventKind.STARTED and not job.state.is_finished:
         # a backend that queues jobs itself (Slurm) reports its own state and reason

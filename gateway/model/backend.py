@@ -21,7 +21,6 @@ __all__ = [
     "Backend",
     "BackendError",
     "BackendEvent",
-    "EndsAttempts",
     "EventKind",
     "Launch",
     "RankPlacement",
@@ -29,16 +28,23 @@ __all__ = [
 
 
 class BackendError(Exception):
-    """A backend operation failed; `retryable` says whether trying again may help, and
+    """A backend operation failed; `retryable` says whether trying again may help,
     `waiting_reason` what a job waiting for that retry shows in squeue (default
-    ClusterUnreachable; e.g. Resources when the cluster is only full for now)."""
+    ClusterUnreachable; e.g. Resources when the cluster is only full for now), and `errno`
+    Slurm's error code for the commands' messages."""
 
     def __init__(
-        self, message: str, *, retryable: bool = False, waiting_reason: Reason | None = None
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        waiting_reason: Reason | None = None,
+        errno: int | None = None,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.waiting_reason = waiting_reason
+        self.errno = errno  # Slurm's error code, when the backend's refusal carries one
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,16 +114,4 @@ class Backend(Protocol):
 
     def reconcile(self, jobs: Sequence[Job]) -> list[BackendEvent]:
         """Events that bring these jobs (believed running here) up to date after a restart."""
-        ...
-
-
-@runtime_checkable
-class EndsAttempts(Protocol):
-    """A backend that can end a run of a job as a whole (every process, not only its steps)
-    and confirm it, as requeue and node fail-over need before the next run may start."""
-
-    def end_attempt(self, job: Job) -> None:
-        """End every process of the job's current run and return once they are confirmed
-        gone (BackendError, retryable, when not confirmed in time). That run never starts
-        afterwards, and the backend starts no later run while it is not confirmed gone."""
         ...

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from gateway.compat.duration import INFINITE
+from gateway.model.values import INFINITE
 
 __all__ = ["ClusterState", "Gpu", "Nic", "Node", "NodeState", "Partition"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from gateway.compat.arrays import ArraySpec, IndexRange
 from gateway.model.cluster import Gpu, Nic, Node, NodeState, Partition
 from gateway.model.job import Hold, Job, RankPlacement, Step
 from gateway.model.jobspec import JobSpec, jobspec_from_dict, jobspec_to_dict
 from gateway.model.state import JobState, Reason
+from gateway.model.values import ArraySpec, IndexRange
 
 __all__ = [
     "job_from_dict",

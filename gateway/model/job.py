@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from gateway.compat.arrays import ArraySpec
 from gateway.model.jobspec import JobSpec
 from gateway.model.state import JobState, Reason
+from gateway.model.values import ArraySpec
 
 __all__ = ["Hold", "Job", "RankPlacement", "Step", "exit_code_pair", "wait_status"]
 
@@ -121,3 +121,4 @@ class Step:
     cpus: int = 0
     max_rss_kb: int = 0
     extra: dict[str, str] = field(default_factory=dict)
+    run: int = 0  # the job's restart count in the run (attempt) this step belongs to

@@ -13,10 +13,16 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any, Final
 
-from gateway.compat.arrays import ArraySpec, IndexRange
-from gateway.compat.dependency import Dependency, DepItem, DepKind, DepState
-from gateway.compat.gres import GresItem
-from gateway.compat.quantity import SignalSpec
+from gateway.model.values import (
+    ArraySpec,
+    Dependency,
+    DepItem,
+    DepKind,
+    DepState,
+    GresItem,
+    IndexRange,
+    SignalSpec,
+)
 
 __all__ = [
     "JOBSPEC_VERSION",

@@ -109,6 +109,7 @@ class Reason(Enum):
     JOB_ARRAY_TASK_LIMIT = "JobArrayTaskLimit"
     PARTITION_TIME_LIMIT = "PartitionTimeLimit"
     PARTITION_NODE_LIMIT = "PartitionNodeLimit"
+    PARTITION_CONFIG = "PartitionConfig"
     PARTITION_DOWN = "PartitionDown"
     REQ_NODE_NOT_AVAIL = "ReqNodeNotAvail"
     LICENSES = "Licenses"

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gateway.compat.duration import INFINITE
 from gateway.model.job import Hold, Job
 from gateway.model.state import Reason
+from gateway.model.values import INFINITE
 from gateway.scheduler.dependencies import DepResult, evaluate
+from gateway.scheduler.part_limits import never_fits, partition_limit
 from gateway.scheduler.plugins import OK, Code, Status
 from gateway.scheduler.request import NodeRequest, constraint_satisfied
 from gateway.scheduler.snapshot import NodeFree, Snapshot
@@ -87,7 +88,9 @@ class ArrayThrottleGate:
 
 
 class PartitionGate:
-    """The partition exists, is up, and its MaxTime admits the job (PartitionTimeLimit)."""
+    """The partition exists, is up, its MaxTime admits the job (PartitionTimeLimit), the
+    job fits its size (PartitionNodeLimit, PartitionConfig), and a job submitted held
+    could ever run there (BadConstraints: it skipped the submit-time check)."""
 
     name = "partition"
 
@@ -108,8 +111,15 @@ class PartitionGate:
                 and (limit == INFINITE or limit > part.max_time)
             ):
                 return Status(Code.WAIT, Reason.PARTITION_TIME_LIMIT)
+            size = partition_limit(job.spec, cluster, part)
+            if size is not None:
+                return Status(Code.WAIT, size)
         if not seen and job.partition:
             return Status(Code.WAIT, Reason.PARTITION_DOWN)
+        if job.spec.hold and never_fits(
+            job.spec, tuple(snap.clusters.values()), job.partition, snap.def_mem_per_cpu_mb
+        ):
+            return Status(Code.WAIT, Reason.BAD_CONSTRAINTS)
         return OK
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from gateway.compat.duration import INFINITE
 from gateway.model.job import Job, RankPlacement
 from gateway.model.state import Reason
+from gateway.model.values import INFINITE
 from gateway.scheduler.plugins import Code, Registry
 from gateway.scheduler.request import NodeRequest, node_request
 from gateway.scheduler.snapshot import NodeFree, Snapshot

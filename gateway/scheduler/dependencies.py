@@ -4,14 +4,15 @@ singleton; `,` all must hold, `?` any may hold; a job gone from the records lift
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 
-from gateway.compat.dependency import ALL_TASKS, Dependency, DepItem, DepKind
 from gateway.model.job import Job
 from gateway.model.state import JobState
+from gateway.model.values import ALL_TASKS, Dependency, DepItem, DepKind
 from gateway.scheduler.snapshot import DepTarget, Snapshot
 
-__all__ = ["DepResult", "evaluate"]
+__all__ = ["DepResult", "evaluate", "prune_missing"]
 
 
 class DepResult(Enum):
@@ -84,3 +85,14 @@ def evaluate(job: Job, dep: Dependency, snap: Snapshot) -> DepResult:
     if DepResult.WAITING in results:
         return DepResult.WAITING
     return DepResult.FAILED
+
+
+def prune_missing(dep: Dependency, exists: Callable[[int], bool]) -> Dependency | None:
+    """What slurmctld keeps when it first tests a dependency: items naming a job it has no
+    record of are dropped, and with `?` such an item satisfies the whole expression."""
+    kept = tuple(i for i in dep.items if i.kind is DepKind.SINGLETON or exists(i.job_id))
+    if len(kept) == len(dep.items):
+        return dep
+    if dep.any_of or not kept:
+        return None
+    return Dependency(kept)

@@ -75,16 +75,19 @@ def _members(
     plan: Sequence[tuple[str, int]],
     topo: Topology,
 ) -> list[NodeFree]:
-    """The first `take` candidates of each (leaf, take) of the plan, leaf by leaf."""
+    """The first `take` candidates of each (leaf, take) of the plan, leaf by leaf (a node
+    may stand several times among the candidates: one per rank it can take)."""
     out: list[NodeFree] = []
     if len(plan) <= 4:  # one C-speed pass per leaf
         for leaf, take in plan:
             out.extend(islice(compress(candidates, map(leaf.__eq__, keys)), take))
         return out
-    pos = dict(zip(names, range(len(names)), strict=True))
+    pos: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        pos.setdefault(name, []).append(i)
     for leaf, take in plan:
         members = (leaf[1:],) if leaf.startswith("\x00") else topo.nodes_in(leaf)
-        idx = sorted(pos[n] for n in members if n in pos)[:take]
+        idx = sorted(i for n in members for i in pos.get(n, ()))[:take]
         out.extend(candidates[i] for i in idx)
     return out
 
@@ -92,7 +95,9 @@ def _members(
 def place_gang(
     count: int, candidates: Sequence[NodeFree], topo: Topology | None
 ) -> GangPlacement | None:
-    """`count` nodes out of `candidates` (best first) on the fewest leaf switches.
+    """`count` nodes out of `candidates` (best first) on the fewest leaf switches (the
+    gateway's cycle and the Kubernetes binder's placement of a gang the gateway did not
+    place; a candidate may repeat a node, once per rank the node takes).
 
     Among placements with that many leaves it picks the lowest switch (spine, then core)
     that can hold them, the fullest leaves first and best fit for the last one. None when

@@ -74,7 +74,8 @@ class Store(Protocol):
         ...
 
     def update(self, jobs: Sequence[Job], events: Sequence[StoredEvent] = ()) -> None:
-        """Replace job records and append events, atomically."""
+        """Replace job records and append events, atomically. A record whose restart count
+        rose keeps the run it replaces as an attempt, in the same transaction."""
         ...
 
     def add_steps(self, steps: Sequence[Step]) -> None:
@@ -98,7 +99,11 @@ class Store(Protocol):
         ...
 
     def steps(self, job_ids: Sequence[int]) -> list[Step]:
-        """Steps of these jobs."""
+        """Steps of every run of these jobs (`Step.run` says which)."""
+        ...
+
+    def attempts(self, job_ids: Sequence[int]) -> list[Job]:
+        """The earlier runs of these jobs that a requeue ended, as slurmdbd keeps them."""
         ...
 
     def script(self, job_id: int) -> tuple[str, dict[str, str]] | None:

@@ -2,7 +2,8 @@
 
 Jobs are kept as JSON documents with a few indexed columns for queries. Writers batch: one
 `apply()` call is one transaction, and the group committer in `committer.py` merges
-concurrent submissions into one call, so one fsync serves many jobs.
+concurrent submissions into one call, so one fsync serves many jobs. A requeued job's
+earlier runs are kept as attempt records with their steps (`attempts.py`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,15 @@ import orjson
 
 from gateway.model.codec import job_from_dict, job_to_dict, step_from_dict, step_to_dict
 from gateway.model.job import Job, Step
+from gateway.store.attempts import finished_attempt, migrate_to_attempts
 from gateway.store.base import JobQuery, StoredEvent, StoreError, Submission
+from gateway.store.textcodec import env_from_db, env_to_db, script_from_db, script_to_db
 
 __all__ = ["Batch", "SqliteStore", "store_error"]
 
 log = logging.getLogger("caldera.store")
 
-_SCHEMA_VERSION = 2  # 2: submission tokens
+_SCHEMA_VERSION = 3  # 2: submission tokens; 3: attempts of requeued jobs, steps per run
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
@@ -49,8 +52,9 @@ CREATE INDEX IF NOT EXISTS jobs_array ON jobs(array_job_id);
 CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time);
 CREATE TABLE IF NOT EXISTS scripts (job_id INTEGER PRIMARY KEY, script TEXT NOT NULL,
                                     env BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS steps (job_id INTEGER NOT NULL, step_id TEXT NOT NULL,
-                                  doc BLOB NOT NULL, PRIMARY KEY (job_id, step_id));
+CREATE TABLE IF NOT EXISTS steps (job_id INTEGER NOT NULL, run INTEGER NOT NULL,
+                                  step_id TEXT NOT NULL, doc BLOB NOT NULL,
+                                  PRIMARY KEY (job_id, run, step_id));
 CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY AUTOINCREMENT,
                                    job_id INTEGER NOT NULL, time REAL NOT NULL,
                                    kind TEXT NOT NULL, detail BLOB NOT NULL);
@@ -58,6 +62,8 @@ CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
 CREATE TABLE IF NOT EXISTS submissions (uid INTEGER NOT NULL, token TEXT NOT NULL,
                                         job_id INTEGER NOT NULL, time REAL NOT NULL,
                                         PRIMARY KEY (uid, token));
+CREATE TABLE IF NOT EXISTS attempts (job_id INTEGER NOT NULL, run INTEGER NOT NULL,
+                                     doc BLOB NOT NULL, PRIMARY KEY (job_id, run));
 """
 _TOKEN_TTL_S = 7 * 86400  # a retry comes within seconds; a week is generous
 _DECODE_ERRORS = (ValueError, KeyError, TypeError, AttributeError)
@@ -133,9 +139,8 @@ class SqliteStore:
                 conn.execute(
                     "INSERT INTO meta(key, value) VALUES ('schema', ?)", (str(_SCHEMA_VERSION),)
                 )
-            elif int(row[0]) == 1:  # version 1 had no submission tokens: the table is new
-                conn.execute("UPDATE meta SET value=? WHERE key='schema'", (str(_SCHEMA_VERSION),))
-                log.info("%s: schema migrated from version 1 to %d", self.path, _SCHEMA_VERSION)
+            elif int(row[0]) in (1, 2):  # 2 had no attempts, 1 no submission tokens either
+                self._migrate(conn)
             elif int(row[0]) != _SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path}: schema version {row[0]}, expected {_SCHEMA_VERSION}"
@@ -143,6 +148,11 @@ class SqliteStore:
             conn.execute("DELETE FROM submissions WHERE time < ?", (time.time() - _TOKEN_TTL_S,))
         except sqlite3.Error as exc:
             raise store_error(self.path, exc) from exc
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        old = migrate_to_attempts(conn, _SCHEMA)
+        if old is not None:
+            log.info("%s: schema migrated from version %d to %d", self.path, old, _SCHEMA_VERSION)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -198,7 +208,7 @@ class SqliteStore:
                 conn.executemany(
                     "INSERT OR REPLACE INTO scripts VALUES (?,?,?)",
                     [
-                        (s.job.job_id, s.script, orjson.dumps(dict(s.environment)))
+                        (s.job.job_id, script_to_db(s.script), env_to_db(s.environment))
                         for s in batch.submissions
                     ],
                 )
@@ -212,13 +222,23 @@ class SqliteStore:
                 )
             if batch.updates:
                 conn.executemany(
+                    "INSERT OR REPLACE INTO attempts VALUES (?,?,?)",
+                    [
+                        (a.job_id, a.restart_count, orjson.dumps(job_to_dict(a)))
+                        for a in self._ended_runs(conn, batch)
+                    ],
+                )
+                conn.executemany(
                     "INSERT OR REPLACE INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     [_job_row(j) for j in batch.updates],
                 )
             if batch.steps:
                 conn.executemany(
-                    "INSERT OR REPLACE INTO steps VALUES (?,?,?)",
-                    [(s.job_id, s.step_id, orjson.dumps(step_to_dict(s))) for s in batch.steps],
+                    "INSERT OR REPLACE INTO steps VALUES (?,?,?,?)",
+                    [
+                        (s.job_id, s.run, s.step_id, orjson.dumps(step_to_dict(s)))
+                        for s in batch.steps
+                    ],
                 )
             if batch.events:
                 conn.executemany(
@@ -228,6 +248,26 @@ class SqliteStore:
                         for e in batch.events
                     ],
                 )
+
+    def _ended_runs(self, conn: sqlite3.Connection, batch: Batch) -> list[Job]:
+        """The runs this batch's updates requeue (restart count raised), as they ran: the
+        stored record, or an earlier update of the same batch."""
+        latest: dict[int, Job] = {}
+        out: list[Job] = []
+        for job in batch.updates:
+            ran = latest.get(job.job_id)
+            if ran is None and job.restart_count > 0:
+                row = conn.execute("SELECT doc FROM jobs WHERE job_id=?", (job.job_id,)).fetchone()
+                try:
+                    ran = job_from_dict(orjson.loads(row[0])) if row else None
+                except _DECODE_ERRORS as exc:  # a damaged record: the run is not accounted
+                    log.error("job %s: stored record unreadable, run not kept: %s", job.job_id, exc)
+            if ran is not None and ran.restart_count < job.restart_count:
+                attempt = finished_attempt(ran, batch.events, time.time())
+                if attempt is not None:
+                    out.append(attempt)
+            latest[job.job_id] = job
+        return out
 
     def insert(self, submissions: Sequence[Submission]) -> None:
         """Store new jobs; durable when this returns."""
@@ -336,15 +376,37 @@ class SqliteStore:
         return self._jobs(sql, args)
 
     def steps(self, job_ids: Sequence[int]) -> list[Step]:
-        """Steps of these jobs, by job then step."""
+        """Steps of every run of these jobs, by job, run, then start (slurmdbd's order:
+        `batch` before the srun steps it starts)."""
         if not job_ids:
             return []
         marks = ",".join("?" * len(job_ids))
         rows = self._rows(
-            f"SELECT doc FROM steps WHERE job_id IN ({marks}) ORDER BY job_id, step_id",  # noqa: S608
+            f"SELECT run, doc FROM steps WHERE job_id IN ({marks}) "  # noqa: S608
+            "ORDER BY job_id, run, step_id",
             list(job_ids),
         )
-        return [step_from_dict(orjson.loads(r[0])) for r in rows]
+        steps = [replace(step_from_dict(orjson.loads(doc)), run=run) for run, doc in rows]
+        inf = float("inf")
+        return sorted(steps, key=lambda s: (s.job_id, s.run, s.start_time or inf, s.step_id))
+
+    def attempts(self, job_ids: Sequence[int]) -> list[Job]:
+        """The earlier runs of these jobs (ended by a requeue), by job then run."""
+        if not job_ids:
+            return []
+        marks = ",".join("?" * len(job_ids))
+        rows = self._rows(
+            f"SELECT job_id, doc FROM attempts WHERE job_id IN ({marks}) "  # noqa: S608
+            "ORDER BY job_id, run",
+            list(job_ids),
+        )
+        out: list[Job] = []
+        for job_id, doc in rows:
+            try:
+                out.append(job_from_dict(orjson.loads(doc)))
+            except _DECODE_ERRORS as exc:
+                log.error("job %s: a stored attempt cannot be read (%s); skipped", job_id, exc)
+        return out
 
     def script(self, job_id: int) -> tuple[str, dict[str, str]] | None:
         """The script and environment a job (or its array) was submitted with."""
@@ -352,8 +414,7 @@ class SqliteStore:
         if not rows:
             return None
         row = rows[0]
-        env: dict[str, str] = orjson.loads(row[1])
-        return str(row[0]), env
+        return script_from_db(row[0]), env_from_db(row[1])
 
     def events(self, job_id: int) -> list[StoredEvent]:
         """A job's event log, oldest first."""

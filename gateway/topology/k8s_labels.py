@@ -3,7 +3,8 @@
 A node carries one label per tier, leaf first: Caldera's own keys
 (`topology.caldera.io/leaf`, `.../spine`, `.../core`, as testenv/k8s's KWOK nodes have), or
 another convention (`LABEL_PRESETS`). A node with only a block label
-(`topology.caldera.io/block`) describes a block topology.
+(`topology.caldera.io/block`) describes a block topology. This module is the one reader
+of these labels: the Kubernetes inventory takes each node's switch from `node_switch`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ __all__ = [
     "BLOCK_LABEL",
     "CALDERA_TIERS",
     "LABEL_PRESETS",
+    "node_switch",
+    "switch_path",
     "topology_from_labels",
     "topology_to_labels",
 ]
@@ -44,6 +47,26 @@ LABEL_PRESETS: dict[str, tuple[str, ...]] = {
 }
 
 
+def switch_path(labels: Mapping[str, str], tiers: Sequence[str] = CALDERA_TIERS) -> list[str]:
+    """A node's switches, leaf first, up to the first tier it has no label for."""
+    path: list[str] = []
+    for key in tiers:
+        value = labels.get(key)
+        if not value:
+            break
+        path.append(value)
+    return path
+
+
+def node_switch(
+    labels: Mapping[str, str],
+    leaf_label: str = CALDERA_TIERS[0],
+    block_label: str = BLOCK_LABEL,
+) -> str | None:
+    """A node's leaf switch, else its block (`Node.switch`); None when it has neither."""
+    return labels.get(leaf_label) or labels.get(block_label) or None
+
+
 def topology_from_labels(
     labels: Mapping[str, Mapping[str, str]],
     tiers: Sequence[str] = CALDERA_TIERS,
@@ -55,12 +78,7 @@ def topology_from_labels(
     label; nodes without the labels are left out (the placement treats them as alone)."""
     paths: dict[str, list[str]] = {}
     for node, lab in labels.items():
-        path: list[str] = []
-        for key in tiers:
-            value = lab.get(key)
-            if not value:
-                break
-            path.append(value)
+        path = switch_path(lab, tiers)
         if path:
             paths[node] = path
     if paths:

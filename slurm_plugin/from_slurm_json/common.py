@@ -10,18 +10,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.compat.arrays import ArraySpec, parse_array
-from gateway.compat.duration import INFINITE
+from gateway.compat.arrays import parse_array
 from gateway.compat.fmt_common import (
     JobExtras,
     NodeExtras,
     PartitionExtras,
 )
-from gateway.compat.gres import GresItem, parse_gres
+from gateway.compat.gres import parse_gres
 from gateway.model.cluster import ClusterState
 from gateway.model.job import Hold, Job, Step
 from gateway.model.jobspec import Sharing
 from gateway.model.state import Reason
+from gateway.model.values import INFINITE, ArraySpec, GresItem
 
 Doc = Mapping[str, Any]
 UidOf = Callable[[str], int]

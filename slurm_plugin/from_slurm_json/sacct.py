@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gateway.compat.arrays import ArraySpec, IndexRange, parse_array
-from gateway.compat.duration import INFINITE, NO_VAL
+from gateway.compat.arrays import parse_array
 from gateway.compat.fmt_common import (
     JobExtras,
     hostlist_expand,
@@ -15,6 +14,7 @@ from gateway.compat.fmt_common import (
 from gateway.model.job import Job, Step, wait_status
 from gateway.model.jobspec import JobSpec
 from gateway.model.state import state_from_slurm
+from gateway.model.values import INFINITE, NO_VAL, ArraySpec, IndexRange
 from slurm_plugin.from_slurm_json.common import (
     Doc,
     SlurmAccounting,

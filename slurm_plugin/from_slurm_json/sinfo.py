@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.compat.duration import INFINITE, NO_VAL
 from gateway.compat.fmt_common import (
     NodeExtras,
     PartitionExtras,
     hostlist_expand,
 )
 from gateway.model.cluster import ClusterState, Node, NodeState, Partition
+from gateway.model.values import INFINITE, NO_VAL
 from slurm_plugin.from_slurm_json.common import (
     Doc,
     SlurmCluster,

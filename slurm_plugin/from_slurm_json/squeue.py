@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from gateway.compat.dependency import parse_dependency
-from gateway.compat.duration import INFINITE
 from gateway.compat.fmt_common import (
     JobExtras,
     hostlist_expand,
@@ -11,6 +10,7 @@ from gateway.compat.fmt_common import (
 from gateway.model.job import Job
 from gateway.model.jobspec import JobSpec
 from gateway.model.state import state_from_slurm
+from gateway.model.values import INFINITE
 from slurm_plugin.from_slurm_json.common import (
     _SHARED,
     Doc,

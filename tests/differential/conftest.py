@@ -28,12 +28,13 @@ from pathlib import Path
 
 import pytest
 
-from gateway.compat.duration import INFINITE, time_str_to_mins
+from gateway.compat.duration import time_str_to_mins
 from gateway.compat.errors import CompatError
 from gateway.compat.job_fields import JobIdentity, SiteDefaults, request_fields
 from gateway.compat.optypes import EarlyExit, ParseContext
 from gateway.compat.sbatch import SbatchRequest, first_pass, parse_sbatch, render_diagnostics
 from gateway.model.jobspec import JobSpec
+from gateway.model.values import INFINITE
 from tests.support.slurm_stack import (
     SlurmStack,
     SlurmStackError,

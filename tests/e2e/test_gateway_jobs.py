@@ -234,11 +234,16 @@ def test_sbatch_errors_are_slurms(gateway: Gateway):
     assert r.stderr == (
         "sbatch: error: Batch job submission failed: Invalid partition name specified\n"
     )
-    r = gateway.run(["sbatch", "-N", "5", "--wrap", "true"])
+    r = gateway.run(["sbatch", "-c", "4096", "--wrap", "true"])
     assert r.stderr == (
+        "sbatch: error: CPU count per node can not be satisfied\n"
         "sbatch: error: Batch job submission failed: Requested node configuration is not "
         "available\n"
     )
+    # beyond the partition's size: accepted to wait, as with Slurm's EnforcePartLimits=NO
+    job = gateway.sbatch("-N", "5", "--wrap", "true")
+    assert gateway.ok(["squeue", "-h", "-j", str(job), "-o", "%r"]).strip() == "PartitionNodeLimit"
+    gateway.ok(["scancel", str(job)])
 
 
 def test_malformed_api_requests_get_clear_errors(gateway: Gateway):

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from gateway.compat.gres import GresItem
 from gateway.model.backend import BackendEvent, EventKind, Launch
 from gateway.model.job import Job
 from gateway.model.state import JobState
+from gateway.model.values import GresItem
 from k8s_bridge.backend import KubernetesBackend
 from k8s_bridge.kube import CONFIGMAPS, PODGROUPS, PODS, SERVICES, VCJOBS, KubeClient
 from k8s_bridge.options import K8sOptions

@@ -23,7 +23,8 @@ import pytest
 
 from containers.attempts import tracking
 from containers.backend import LocalBackend
-from gateway.model.backend import BackendError, BackendEvent, EndsAttempts, EventKind, Launch
+from gateway.backend import EndsAttempts
+from gateway.model.backend import BackendError, BackendEvent, EventKind, Launch
 from gateway.model.state import JobState, Reason
 from tests.integration.test_local_backend_support import Env, make_launch
 from tests.support.attempt_log import AttemptLog

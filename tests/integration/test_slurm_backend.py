@@ -18,16 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from gateway.compat.dependency import Dependency, DepItem, DepKind
-from gateway.compat.duration import INFINITE
 from gateway.model.backend import EventKind
 from gateway.model.job import Job
 from gateway.model.state import JobState, Reason
+from gateway.model.values import INFINITE, Dependency, DepItem, DepKind
 from slurm_plugin.backend import SlurmBackend
 from slurm_plugin.config import OfferedPartition, SlurmClusterConfig, SubmitAs
 from slurm_plugin.errors import SlurmRejected
 from slurm_plugin.mapping import make_tag
-from slurm_plugin.testing import EventLog, make_launch, wrap
+from tests.support.slurm_jobs import EventLog, make_launch, wrap
 from tests.support.slurm_stack import SlurmStack, scontrol_lines, show_job
 
 pytestmark = pytest.mark.slurm
@@ -283,7 +282,7 @@ def test_signal_and_requeue_a_running_job(backend: SlurmBackend, workdir: Path) 
 def test_array_tasks_are_one_task_slurm_arrays_named_after_caldera(
     backend: SlurmBackend, workdir: Path
 ) -> None:
-    from gateway.compat.arrays import ArraySpec, IndexRange
+    from gateway.model.values import ArraySpec, IndexRange
 
     log = EventLog(backend)
     array_id = next(_IDS)

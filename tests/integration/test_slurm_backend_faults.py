@@ -22,7 +22,6 @@ from gateway.model.state import JobState, Reason
 from slurm_plugin.backend import SlurmBackend
 from slurm_plugin.errors import SlurmUnreachable
 from slurm_plugin.mapping import make_tag
-from slurm_plugin.testing import EventLog
 from tests.integration.test_slurm_backend import (
     INSTANCE,
     cancel_all_of,
@@ -30,6 +29,7 @@ from tests.integration.test_slurm_backend import (
     launch,
     shared_workdir,
 )
+from tests.support.slurm_jobs import EventLog
 from tests.support.slurm_stack import TESTENV, SlurmStack, ensure_up, scontrol_lines, slurm_env
 
 pytestmark = pytest.mark.slurm

@@ -16,7 +16,6 @@ from gateway.model.state import JobState
 from slurm_plugin.backend import SlurmBackend
 from slurm_plugin.config import ContainerConfig
 from slurm_plugin.container import archive_name
-from slurm_plugin.testing import EventLog
 from tests.integration.test_slurm_backend import (
     backend_for,
     cancel_all_of,
@@ -24,6 +23,7 @@ from tests.integration.test_slurm_backend import (
     launch,
     shared_workdir,
 )
+from tests.support.slurm_jobs import EventLog
 from tests.support.slurm_stack import SlurmStack
 
 pytestmark = pytest.mark.slurm

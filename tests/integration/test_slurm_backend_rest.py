@@ -17,7 +17,6 @@ from slurm_plugin.config import SlurmClusterConfig, Transport
 from slurm_plugin.errors import SlurmRejected, SlurmUnreachable
 from slurm_plugin.mapping import SlurmRef, make_tag
 from slurm_plugin.rest import RestClient
-from slurm_plugin.testing import EventLog
 from tests.integration.test_slurm_backend import (
     INSTANCE,
     cancel_all_of,
@@ -25,6 +24,7 @@ from tests.integration.test_slurm_backend import (
     launch,
     shared_workdir,
 )
+from tests.support.slurm_jobs import EventLog
 from tests.support.slurm_stack import SlurmStack, show_job
 
 pytestmark = pytest.mark.slurm

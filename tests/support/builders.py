@@ -8,11 +8,11 @@ from typing import Any
 
 from gateway.compat.arrays import parse_array
 from gateway.compat.dependency import parse_dependency
-from gateway.compat.gres import GresItem
 from gateway.model.cluster import ClusterState, Gpu, Node, Partition
 from gateway.model.job import Hold, Job
 from gateway.model.jobspec import JobSpec, Sharing
 from gateway.model.state import JobState
+from gateway.model.values import GresItem
 
 __all__ = ["JobBuilder", "make_cluster", "make_job"]
 

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.compat.arrays import ArraySpec, IndexRange, parse_array
+from gateway.compat.arrays import parse_array
+from gateway.model.values import ArraySpec, IndexRange
 
 
 def indices(text: str, max_size: int = 1001) -> list[int]:

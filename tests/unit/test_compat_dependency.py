@@ -6,16 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.compat.dependency import (
-    ALL_TASKS,
-    Dependency,
-    DependencyError,
-    DepItem,
-    DepKind,
-    DepState,
-    parse_dependency,
-)
+from gateway.compat.dependency import DependencyError, parse_dependency
 from gateway.compat.slurm_errors import SlurmErrno
+from gateway.model.values import ALL_TASKS, Dependency, DepItem, DepKind, DepState
 
 
 def shown(text: str, arrays: frozenset[int] = frozenset()) -> str:

@@ -7,15 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.compat.cnum import to_int32
-from gateway.compat.duration import (
-    INFINITE,
-    NO_VAL,
-    mins_to_str,
-    secs_to_str,
-    time_str_to_mins,
-    time_str_to_secs,
-)
+from gateway.compat.duration import mins_to_str, secs_to_str, time_str_to_mins, time_str_to_secs
 from gateway.compat.render import secs_arg, time_arg
+from gateway.model.values import INFINITE, NO_VAL
 
 TIME_CHARS = st.text(alphabet="0123456789-:+ ablimnuNUI", max_size=14)
 

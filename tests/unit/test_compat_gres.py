@@ -7,8 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.compat.errors import CompatError
-from gateway.compat.gres import GresItem, gpus_tres, gres_tres, parse_gpus, parse_gres
+from gateway.compat.gres import gpus_tres, gres_tres, parse_gpus, parse_gres
 from gateway.compat.gres_check import GresCounts, GresRequest, check_gres, check_tres_strings
+from gateway.model.values import GresItem
 
 NAMES = ("gpu", "craynetwork", "qpu")
 

@@ -10,7 +10,6 @@ from gateway.compat.errors import CompatError
 from gateway.compat.quantity import (
     MAIL_TYPES,
     NodeCount,
-    SignalSpec,
     mail_type_str,
     mbytes_to_str,
     parse_int,
@@ -20,6 +19,7 @@ from gateway.compat.quantity import (
     signal_name_to_num,
     str_to_mbytes,
 )
+from gateway.model.values import SignalSpec
 
 # --- memory ---------------------------------------------------------------------------
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from gateway.compat.duration import INFINITE, NO_VAL
 from gateway.model.cluster import NodeState
 from gateway.model.job import wait_status
 from gateway.model.state import JobState, Reason
+from gateway.model.values import INFINITE, NO_VAL
 from slurm_plugin.from_slurm_json import (
     cluster_from_sinfo_json,
     exit_codes_from_sacct,

@@ -23,14 +23,13 @@ from typing import Any
 
 import pytest
 
-from gateway.compat.arrays import ArraySpec, IndexRange
-from gateway.compat.duration import INFINITE
 from gateway.compat.fmt_common import JobExtras, NodeExtras, PartitionExtras
 from gateway.compat.job_fields import SiteDefaults
 from gateway.model.cluster import ClusterState, Node, NodeState, Partition
 from gateway.model.job import Job, Step, wait_status
 from gateway.model.jobspec import JobSpec
 from gateway.model.state import JobState, Reason
+from gateway.model.values import INFINITE, ArraySpec, IndexRange
 
 T0 = 1795331396  # 2026-11-22T07:09:56 UTC
 SITE = SiteDefaults(default_partition="debug", def_mem_per_cpu_mb=100)

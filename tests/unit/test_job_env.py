@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from gateway.compat.arrays import ArraySpec, IndexRange
 from gateway.compat.job_env import (
     TaskIds,
     apply_export,
@@ -29,6 +28,7 @@ from gateway.compat.sbatch import parse_sbatch
 from gateway.model.backend import Launch, RankPlacement
 from gateway.model.job import Job
 from gateway.model.jobspec import JobSpec
+from gateway.model.values import ArraySpec, IndexRange
 
 GOLDEN = Path(__file__).parent / "golden" / "job_env"
 

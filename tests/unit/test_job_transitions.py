@@ -100,7 +100,8 @@ def test_events_for_finished_or_never_handed_jobs_change_nothing() -> None:
         )
         is None
     )
-    assert requeued(_running()).restart_count == 1
+    again = requeued(_running(), NOW + 1)
+    assert (again.restart_count, again.submit_time) == (1, NOW + 1)  # slurmctld's new submit
 
 
 def test_a_queueing_backends_own_start_time_replaces_the_hand_over_time() -> None:

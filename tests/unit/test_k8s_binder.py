@@ -106,19 +106,41 @@ def test_ranks_share_a_node_when_they_fit_and_fill_it_first(binder: GangBinder) 
     assert chosen == ("b", "b", "b")  # the fuller node first; a stays whole
 
 
-def test_the_gateway_hint_is_used_when_it_still_fits(binder: GangBinder) -> None:
-    nodes = {n.name: n for n in (node("a"), node("b"), node("c"))}
-    g = gang(1, 2, 8)
-    hinted = GangDemand(g.job, g.pods, g.requests, g.pod_spec, hint=("c", "a"))
-    ((_, chosen),) = binder.place([hinted], nodes, [])
+def placed_by_gateway(g: GangDemand, *nodes: str) -> GangDemand:
+    return GangDemand(g.job, g.pods, g.requests, g.pod_spec, hint=nodes)
+
+
+def test_a_gang_the_gateway_placed_is_bound_as_decided(binder: GangBinder) -> None:
+    nodes = {n.name: n for n in (node("a", "leaf-a"), node("b", "leaf-b"), node("c", "leaf-b"))}
+    # the binder alone would keep the gang under leaf-b; the gateway's decision stands
+    ((_, chosen),) = binder.place([placed_by_gateway(gang(1, 2, 8), "c", "a")], nodes, [])
     assert chosen == ("c", "a")
-    # a hint that no longer fits (node c has a pod now) is replaced by a placement
-    other = {n.name: n for n in (node("c"), node("d"), node("e"))}
+
+
+def test_a_placement_that_does_not_fit_yet_waits_and_is_never_moved(binder: GangBinder) -> None:
+    nodes = {n.name: n for n in (node("c"), node("d"), node("e"), node("f"))}
     used = [PodUsage("other/x", "c", {"pods": 1, "nvidia.com/gpu": 1})]
-    h = gang(2, 2, 8)
-    stale = GangDemand(h.job, h.pods, h.requests, h.pod_spec, hint=("c", "d"))
-    ((_, chosen2),) = binder.place([stale], other, used)
-    assert sorted(chosen2) == ["d", "e"]
+    stale = placed_by_gateway(gang(2, 2, 8), "c", "d")
+    behind = placed_by_gateway(gang(3, 1, 8), "e")
+    # d and e+f are free, but job 2 was placed on c: it waits; job 3 (placed too) goes
+    placed = binder.place([stale, behind], nodes, used)
+    assert [(g.job.job_id, n) for g, n in placed] == [(3, ("e",))]
+    assert binder.place([stale], nodes, used) == []
+    # once c is free, job 2 is bound where the gateway put it
+    ((_, chosen),) = binder.place([stale], nodes, [])
+    assert chosen == ("c", "d")
+
+
+def test_a_gang_without_placement_packs_ranks_on_the_fewest_leaves(binder: GangBinder) -> None:
+    """The gateway's place_gang over rank slots (a node with room for k ranks is k
+    candidates), here with a plan over more than four leaves."""
+    nodes = {f"n{i}": node(f"n{i}", f"leaf-{i}") for i in range(6)}
+    used = [PodUsage(f"other/{i}", f"n{i}", {"pods": 1, "nvidia.com/gpu": i}) for i in range(6)]
+    # 2-GPU ranks per node: n0 4, n1 3, n2 3, n3 2, n4 2, n5 1 (15)
+    ((_, chosen),) = binder.place([gang(1, 13, 2)], nodes, used)
+    # five leaves at least: the four fullest whole, then the best fit for the last rank
+    assert sorted(chosen) == ["n0"] * 4 + ["n1"] * 3 + ["n2"] * 3 + ["n3"] * 2 + ["n5"]
+    assert binder.place([gang(2, 3, 2)], nodes, used) == []  # n4's 2 slots are all left
 
 
 def test_node_affinity_operators() -> None:

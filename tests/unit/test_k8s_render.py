@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from gateway.compat.arrays import parse_array
-from gateway.compat.gres import GresItem
 from gateway.model.backend import Launch
 from gateway.model.job import Job, RankPlacement
 from gateway.model.jobspec import JobSpec
 from gateway.model.state import JobState
+from gateway.model.values import GresItem
 from k8s_bridge.names import GangNames
 from k8s_bridge.options import GangMode, K8sOptions, Toleration
 from k8s_bridge.render import GangManifests, TranslationError, render_gang

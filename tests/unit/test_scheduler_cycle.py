@@ -76,13 +76,39 @@ def test_the_first_job_that_does_not_fit_waits_for_resources_and_later_ones_for_
 
 
 def test_a_gang_is_placed_whole_or_not_at_all():
-    # 3 nodes needed, only 2 exist: nothing may be allocated
-    result = run_cycle(snap([make_job(1).nodes(3).build()], nodes=2), REG)
+    # 3 nodes needed, 2 of the 3 free: nothing may be allocated
+    busy = (
+        make_job(9)
+        .state(
+            JobState.RUNNING,
+            start_time=time.time(),
+            nodes=("n03",),
+            num_cpus=4,
+            placement=(RankPlacement("n03", 4, 4, 0),),
+        )
+        .build()
+    )
+    result = run_cycle(snap([busy, make_job(1).nodes(3).build()], nodes=3), REG)
     assert result.starts == []
     assert result.reasons[1] is Reason.RESOURCES
     result = run_cycle(snap([make_job(1).nodes(2).tasks(4).build()], nodes=2), REG)
     assert [p.node for p in result.starts[0].placement] == ["n01", "n02"]
     assert [p.tasks for p in result.starts[0].placement] == [2, 2]
+
+
+def test_jobs_beyond_the_partitions_size_wait_with_slurms_partition_reasons():
+    # EnforcePartLimits=NO: more nodes, or more CPUs, than the partition has
+    jobs = [make_job(1).nodes(3).build(), make_job(2).tasks(9).build(), make_job(3).build()]
+    result = run_cycle(snap(jobs, nodes=2), REG)
+    assert result.reasons[1] is Reason.PARTITION_NODE_LIMIT
+    assert result.reasons[2] is Reason.PARTITION_CONFIG
+    assert [d.job.job_id for d in result.starts] == [3]  # they block no one
+
+
+def test_a_job_submitted_held_that_can_never_fit_waits_with_bad_constraints_once_released():
+    released = make_job(1).cpus(5).spec(hold=True).build()  # released: no Job.hold
+    result = run_cycle(snap([released]), REG)
+    assert result.reasons[1] is Reason.BAD_CONSTRAINTS
 
 
 def test_held_jobs_and_future_begin_times_wait_with_slurms_reasons():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.compat.dependency import ALL_TASKS, Dependency, DepItem, DepKind
 from gateway.model.backend import EventKind
 from gateway.model.state import JobState, Reason
+from gateway.model.values import ALL_TASKS, Dependency, DepItem, DepKind
 from slurm_plugin.client import JobStatus
 from slurm_plugin.events import finished_event, state_event, unreachable_event
 from slurm_plugin.mapping import (
@@ -22,7 +22,7 @@ from slurm_plugin.mapping import (
     tagged_comment,
     user_comment,
 )
-from slurm_plugin.testing import make_job
+from tests.support.slurm_jobs import make_job
 
 
 def test_backend_ids_round_trip_with_array_tasks() -> None:

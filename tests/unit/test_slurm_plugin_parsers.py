@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from gateway.compat.duration import INFINITE
 from gateway.model.state import JobState
+from gateway.model.values import INFINITE
 from slurm_plugin.cli import parse_scontrol_line, partitions_doc_from_scontrol
 from slurm_plugin.config import SlurmClusterConfig
 from slurm_plugin.discovery import offered_cluster

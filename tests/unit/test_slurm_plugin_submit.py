@@ -6,22 +6,19 @@ import os
 import subprocess
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from gateway.compat.arrays import ArraySpec, IndexRange
-from gateway.compat.duration import INFINITE
-from gateway.compat.gres import GresItem
-from gateway.compat.quantity import SignalSpec
-from gateway.model.jobspec import JobSpec, Sharing
+from gateway.model.jobspec import Sharing
+from gateway.model.values import INFINITE, ArraySpec, GresItem, IndexRange, SignalSpec
 from slurm_plugin.client import Identity
 from slurm_plugin.config import ContainerConfig, OfferedPartition, SlurmClusterConfig
 from slurm_plugin.container import ContainerError, archive_name, container_wrapper
 from slurm_plugin.errors import SlurmRejected, SlurmUnreachable, classify_failure
 from slurm_plugin.rest_job import RestUnsupported, rest_job_properties
-from slurm_plugin.sbatch_render import sbatch_options
 from slurm_plugin.submit_args import build_request
-from slurm_plugin.testing import make_launch, wrap
+from tests.support.slurm_jobs import make_launch, wrap
 
 ROOT = Identity("root", 0, 0)
 CONFIG = SlurmClusterConfig(
@@ -31,16 +28,16 @@ CONFIG = SlurmClusterConfig(
 )
 
 
-def test_sbatch_options_say_what_the_spec_says() -> None:
-    spec = JobSpec(
-        name="train",
+def test_the_submission_says_what_the_spec_says_and_drops_what_caldera_owns() -> None:
+    fields: dict[str, Any] = dict(
         workdir="/w",
-        partitions=("real",),
+        partitions=("hpc-real",),
         account="xcore",
         nodes_min=2,
         nodes_max=3,
         ntasks_per_node=2,
         cpus_per_task=4,
+        mincpus=4,
         mem_per_cpu_mb=500,
         gres=(GresItem("gpu", "a100", 2),),
         gpus_per_task=(GresItem("gpu", None, 1),),
@@ -50,31 +47,37 @@ def test_sbatch_options_say_what_the_spec_says() -> None:
         requeue=False,
         signal=SignalSpec(10, 120, batch_only=True),
         stdout="out-%j",
-        array=ArraySpec((IndexRange(0, 3, 1),), 2),
         extra=(("core-spec", "2"), ("spread-job", None)),
+        burst="allowed",
+        gpu_memory_mb=4096,
     )
-    assert sbatch_options(spec) == [
+    req = build_request(
+        make_launch(5, wrap("true"), name="train", cluster="hpc", **fields), CONFIG, ROOT
+    )
+    assert req.options == (
         "--job-name=train",
-        "--chdir=/w",
-        "--partition=real",
         "--account=xcore",
+        "--comment=caldera:gw:5",
+        "--partition=real",
         "--nodes=2-3",
         "--ntasks-per-node=2",
         "--cpus-per-task=4",
-        "--mem-per-cpu=500M",
+        "--mincpus=4",
+        "--mem-per-cpu=500",
         "--gres=gpu:a100:2",
         "--gpus-per-task=1",
         "--constraint=a100&real",
         "--exclusive=user",
         "--time=90",
-        "--array=0-3%2",
         "--no-requeue",
         "--signal=B:USR1@120",
-        "--output=out-%j",
+        "--chdir=/w",
+        "--output=out-5",
         "--core-spec=2",
         "--spread-job",
-    ]
-    assert "--time=UNLIMITED" in sbatch_options(replace(spec, time_limit=INFINITE))
+    )
+    unlimited = make_launch(6, wrap("true"), cluster="hpc", **{**fields, "time_limit": INFINITE})
+    assert "--time=UNLIMITED" in build_request(unlimited, CONFIG, ROOT).options
 
 
 def test_a_launch_becomes_a_tagged_submission_to_the_offered_partition() -> None:

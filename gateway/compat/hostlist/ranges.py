@@ -3,6 +3,7 @@ of them (glibc's merge sort replayed compare by compare)."""
 
 from __future__ import annotations
 
+from gateway.compat.glibc_sort import msort
 from gateway.compat.hostlist.common import _ULONG_MAX
 from gateway.compat.hostlist.cstring import (
     _has_space,
@@ -79,32 +80,6 @@ def _range_cmp(h1: _Range, h2: _Range) -> int:
     return result
 
 
-def _msort(items: list[_Range]) -> list[_Range]:
-    """glibc 2.36 `qsort` (a top-down merge sort): the same compare calls in the same order.
-
-    The order matters: Slurm's compare function is not a strict order and changes widths.
-    """
-    n = len(items)
-    if n <= 1:
-        return items
-    n1 = n // 2
-    left = _msort(items[:n1])
-    right = _msort(items[n1:])
-    out: list[_Range] = []
-    i = j = 0
-    n2 = n - n1
-    while i < n1 and j < n2:
-        if _range_cmp(left[i], right[j]) <= 0:
-            out.append(left[i])
-            i += 1
-        else:
-            out.append(right[j])
-            j += 1
-    out.extend(left[i:])
-    out.extend(right[j:])
-    return out
-
-
 def _sorted_plainly(ranges: list[_Range]) -> list[_Range] | None:
     """Sort with `sorted()` when that provably gives glibc's answer, else None.
 
@@ -131,4 +106,4 @@ def _sorted_plainly(ranges: list[_Range]) -> list[_Range] | None:
 
 def _qsort(ranges: list[_Range]) -> list[_Range]:
     fast = _sorted_plainly(ranges)
-    return fast if fast is not None else _msort(ranges)
+    return fast if fast is not None else msort(ranges, _range_cmp)

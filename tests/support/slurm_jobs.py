@@ -1,4 +1,4 @@
-"""Helpers for tests and benchmarks: Caldera jobs and launches as the gateway makes them.
+"""Slurm backend tests and benchmarks: Caldera jobs and launches as the gateway makes them.
 
     launch = make_launch(7, "#!/bin/sh\\nhostname\\n", user="tester", workdir=d,
                          partitions=("real",), time_limit=1)

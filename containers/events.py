@@ -1,0 +1,203 @@
+"""What the local backend reports, read from the spool: each run's start, steps and end.
+
+Nothing here is kept in memory that the spool does not also hold (only which events were
+already reported), so a new reader over the same spool (after the gateway was killed) reports
+every run again from its files. A run whose supervisor died is ended and recorded as lost
+here (containers.attempts) before it is reported; a finished run's directory is removed once
+MinJobAge has passed since its end.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from containers.attempts import (
+    END_WAIT_S,
+    SPAWN_GRACE_S,
+    alive,
+    job_lock,
+    record_loss,
+    release,
+)
+from containers.spool import JobResult, SupervisorInfo, read_json
+from containers.steprecords import read_steps
+from gateway.model.backend import BackendEvent, EventKind
+from gateway.model.job import Step
+from gateway.model.state import JobState, Reason
+
+__all__ = ["RunEvents", "Tracked"]
+
+
+@dataclass
+class Tracked:
+    """One run as the backend follows it: what was reported of it so far."""
+
+    started: bool = False
+    finished: bool = False  # its end was reported by poll/reconcile
+    steps: dict[str, tuple[str, float | None]] = field(default_factory=dict)
+    cpus: int = 0
+
+
+class RunEvents:
+    """The runs under `<spool>/jobs` of the node `node_name`."""
+
+    def __init__(self, jobs_dir: Path, node_name: str) -> None:
+        self.jobs_dir = jobs_dir
+        self.node_name = node_name
+
+    def job_dir(self, job_id: int, run: int = 0) -> Path:
+        """The spool directory of one run of a job (a requeued job runs again: run > 0)."""
+        return self.jobs_dir / (str(job_id) if run == 0 else f"{job_id}.{run}")
+
+    def backend_id(self, job_id: int) -> str:
+        return f"{self.node_name}:{job_id}"
+
+    def steps(self, job_id: int, run: int = 0) -> list[Step]:
+        """Every step recorded for a run (batch first, then srun steps in order); srun's
+        records, written by the job's user, are read as containers.steprecords allows."""
+        return read_steps(self.job_dir(job_id, run), job_id)
+
+    def result(self, job_id: int, run: int = 0) -> JobResult | None:
+        """How the run ended, if it has (no event consumed)."""
+        return JobResult.from_json(read_json(self.job_dir(job_id, run) / "result.json"))
+
+    def supervisor(self, jobdir: Path) -> SupervisorInfo | None:
+        return SupervisorInfo.from_json(read_json(jobdir / "supervisor.json"))
+
+    def events(self, job_id: int, tracked: Tracked, run: int = 0) -> list[BackendEvent]:
+        """What happened to the run since `tracked` was last updated (started, steps, end)."""
+        jobdir = self.job_dir(job_id, run)
+        events: list[BackendEvent] = []
+        info = self.supervisor(jobdir)
+        nodes = (self.node_name,)
+        bid = self.backend_id(job_id)
+        if info is not None and not tracked.started:
+            tracked.started = True
+            events.append(
+                BackendEvent(
+                    job_id=job_id,
+                    kind=EventKind.STARTED,
+                    time=info.start_time,
+                    state=JobState.RUNNING,
+                    nodes=nodes,
+                    backend_id=bid,
+                    run=run,
+                )
+            )
+        events.extend(self.step_events(job_id, tracked, run))
+        result = self.result(job_id, run)
+        if result is None and not self._running(jobdir, info):
+            # the supervisor died (kill -9, OOM): its orphans (processes, container) are ended
+            # and the loss recorded before it is reported; never LOST while any may still run
+            with job_lock(self.jobs_dir, job_id):
+                result = self.result(job_id, run)  # it may have finished in between
+                if result is None:
+                    result = record_loss(jobdir, job_id, run, info, END_WAIT_S)
+        if result is None:
+            return events
+        if result.state is JobState.NODE_FAIL:  # a recorded loss
+            tracked.finished = True
+            events.append(
+                BackendEvent(
+                    job_id=job_id,
+                    kind=EventKind.LOST,
+                    time=result.end_time,
+                    state=JobState.NODE_FAIL,
+                    reason=Reason.NONE,
+                    nodes=nodes,
+                    backend_id=bid,
+                    run=run,
+                    message=result.message,
+                )
+            )
+            return events
+        events.extend(self.step_events(job_id, tracked, run))
+        tracked.finished = True
+        release(jobdir)
+        events.append(
+            BackendEvent(
+                job_id=job_id,
+                kind=EventKind.FINISHED,
+                time=result.end_time,
+                state=result.state,
+                reason=result.reason,
+                exit_code=result.exit_code,
+                derived_exit_code=result.derived_exit_code,
+                nodes=nodes,
+                backend_id=bid,
+                message=result.message,
+                run=run,
+            )
+        )
+        return events
+
+    def step_events(self, job_id: int, tracked: Tracked, run: int = 0) -> list[BackendEvent]:
+        """Steps that are new or changed since they were last reported."""
+        events: list[BackendEvent] = []
+        for step in self.steps(job_id, run):
+            sig = (step.state.long, step.end_time)
+            if tracked.steps.get(step.step_id) == sig:
+                continue
+            tracked.steps[step.step_id] = sig
+            events.append(
+                BackendEvent(
+                    job_id=job_id,
+                    kind=EventKind.STEP,
+                    time=step.end_time or step.start_time or time.time(),
+                    state=step.state,
+                    exit_code=step.exit_code,
+                    nodes=step.nodes,
+                    step=step,
+                    run=run,
+                    backend_id=self.backend_id(job_id),
+                )
+            )
+        return events
+
+    def _running(self, jobdir: Path, info: SupervisorInfo | None) -> bool:
+        if info is not None:
+            return alive(info)
+        try:
+            spawned = (jobdir / "spawned").stat().st_mtime
+        except FileNotFoundError:
+            return False
+        return time.time() - spawned < SPAWN_GRACE_S
+
+    # --- removal ------------------------------------------------------------------------------
+
+    def expired(self, job_id: int, run: int, min_job_age: float) -> bool:
+        """Whether the run ended at least `min_job_age` seconds ago (Slurm's MinJobAge)."""
+        result = self.result(job_id, run)
+        return result is not None and time.time() - result.end_time >= min_job_age
+
+    def remove(self, job_id: int, run: int = 0) -> bool:
+        """Remove a finished run's spool directory (once the gateway stored its result).
+        rmtree works through directory descriptors and never follows a symlink (checked):
+        the user's `steps/` inside cannot point it elsewhere."""
+        jobdir = self.job_dir(job_id, run)
+        if not (jobdir / "result.json").exists() or not shutil.rmtree.avoids_symlink_attacks:
+            return False
+        with job_lock(self.jobs_dir, job_id) as lock:
+            release(jobdir)
+            shutil.rmtree(jobdir, ignore_errors=True)
+            if not any(self.jobs_dir.glob(f"{job_id}")) and not any(
+                self.jobs_dir.glob(f"{job_id}.*")
+            ):
+                lock.drop()  # no run of the job is left (a later requeue starts a new file)
+        return True
+
+    def runs_on_disk(self) -> list[tuple[int, int]]:
+        """(job id, run) of every run directory in the spool."""
+        found: list[tuple[int, int]] = []
+        try:
+            entries = list(self.jobs_dir.iterdir())
+        except OSError:
+            return found
+        for entry in entries:
+            job, _, run = entry.name.partition(".")
+            if job.isdigit() and (run == "" or run.isdigit()):
+                found.append((int(job), int(run or 0)))
+        return found

@@ -1,0 +1,107 @@
+"""Launching one run: its spool directory made safely, then its detached supervisor started.
+
+Also the `srun` shim in `<spool>/bin` that every job finds first on its PATH.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+from containers.spool import JobPlan, open_dir, write_json
+from gateway.model.backend import BackendError, Launch
+
+__all__ = ["prepare", "spawn", "write_srun_shim"]
+
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def prepare(jobdir: Path, launch: Launch, plan: JobPlan) -> None:
+    """The job's directory, root's (0711: the user reaches the script and `steps/`);
+    everything in it made through descriptors, nothing followed: `ctl/` (0700), the
+    user's `steps/` (0700) and `slurm_script` (0700), then `plan.json` (0600)."""
+    root = os.geteuid() == 0
+    with contextlib.suppress(FileExistsError):
+        jobdir.mkdir(mode=0o700)
+    dir_fd = open_dir(jobdir)
+    if dir_fd is None or os.fstat(dir_fd).st_uid != os.geteuid():
+        raise BackendError(f"{jobdir} is not a directory of uid {os.geteuid()}")
+    owner = (plan.uid, plan.gid) if root else None
+    try:
+        os.fchmod(dir_fd, 0o711)
+        for name, sub_owner in (("ctl", None), ("steps", owner)):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o700, dir_fd=dir_fd)
+            sub = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            try:
+                if sub_owner is not None:
+                    os.fchown(sub, *sub_owner)
+                os.fchmod(sub, 0o700)
+            finally:
+                os.close(sub)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink("slurm_script", dir_fd=dir_fd)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open("slurm_script", flags, 0o700, dir_fd=dir_fd)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(launch.script.encode("utf-8", "surrogateescape"))
+            fh.flush()
+            os.fchmod(fd, 0o700)
+            if owner is not None:
+                os.fchown(fd, *owner)
+    finally:
+        os.close(dir_fd)
+    write_json(jobdir / "plan.json", plan.to_json(), mode=0o600)
+
+
+def spawn(python: str, jobdir: Path) -> None:
+    """Start the run's supervisor detached (it double-forks; this waits for the first fork)."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": _pythonpath()}
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    log = os.fdopen(os.open(jobdir / "supervisor.log", flags, 0o600), "ab")
+    try:
+        proc = subprocess.Popen(
+            [python, "-m", "containers.supervisor", "--detach", str(jobdir)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            cwd="/",
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+        code = proc.wait(timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise BackendError(
+            f"cannot start the supervisor of {jobdir.name}: {exc}", retryable=True
+        ) from exc
+    finally:
+        log.close()
+    if code != 0:
+        raise BackendError(
+            f"supervisor of job {jobdir.name} failed to start (exit {code})", retryable=True
+        )
+
+
+def write_srun_shim(bin_dir: Path, srun_python: str) -> None:
+    """`<bin_dir>/srun`: runs containers.srun with `srun_python` (rewritten when it differs)."""
+    shim = bin_dir / "srun"
+    text = (
+        f"#!/bin/sh\n# Caldera's srun for jobs of the local backend\n"
+        f"PYTHONPATH={shlex.quote(_pythonpath())}${{PYTHONPATH:+:$PYTHONPATH}} "
+        f'exec {shlex.quote(srun_python)} -m containers.srun "$@"\n'
+    )
+    if not shim.exists() or shim.read_text() != text:
+        tmp = shim.with_name(f".srun.{os.getpid()}")
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        os.replace(tmp, shim)
+
+
+def _pythonpath() -> str:
+    current = os.environ.get("PYTHONPATH", "")
+    return f"{_REPO_ROOT}:{current}" if current else str(_REPO_ROOT)

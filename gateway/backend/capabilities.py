@@ -1,0 +1,125 @@
+"""What a backend can do beyond the core contract, resolved once when it is built.
+
+The core contract (`gateway.model.backend.Backend`: describe, submit, cancel/signal, poll,
+reconcile) is what every adapter implements. Everything else is optional and small: each
+ability is a runtime-checkable Protocol, and `capabilities_of` checks them once, so the rest
+of the gateway asks `caps.time_limit` instead of probing a backend for method names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from gateway.model.backend import Backend
+from gateway.model.job import Job, Step
+
+__all__ = [
+    "AccountedJob",
+    "Accounting",
+    "Capabilities",
+    "Closes",
+    "EndsAttempts",
+    "JobControl",
+    "NativeDependencies",
+    "PlacesItself",
+    "UpdatesTimeLimit",
+    "capabilities_of",
+]
+
+
+@runtime_checkable
+class PlacesItself(Protocol):
+    """The backend chooses nodes itself (Slurm, Volcano): the gateway chooses only the
+    cluster and partition, and never subtracts per-node resources for its jobs."""
+
+    @property
+    def places_itself(self) -> bool: ...
+
+
+@runtime_checkable
+class JobControl(Protocol):
+    """The backend queues jobs itself, so holds and releases of a job it holds are
+    forwarded to it (Slurm)."""
+
+    def hold(self, job: Job, admin: bool = False) -> None: ...
+
+    def release(self, job: Job) -> None: ...
+
+
+@runtime_checkable
+class UpdatesTimeLimit(Protocol):
+    """`scontrol update TimeLimit=` reaches a job the backend already holds."""
+
+    def update_time_limit(self, job: Job, minutes: int) -> None: ...
+
+
+@runtime_checkable
+class EndsAttempts(Protocol):
+    """A backend that can end a run of a job as a whole (every process, not only its steps)
+    and confirm it, as requeue and node fail-over need before the next run may start."""
+
+    def end_attempt(self, job: Job) -> None:
+        """End every process of the job's current run and return once they are confirmed
+        gone (BackendError, retryable, when not confirmed in time). That run never starts
+        afterwards, and the backend starts no later run while it is not confirmed gone."""
+        ...
+
+
+@runtime_checkable
+class NativeDependencies(Protocol):
+    """The backend can enforce a dependency between jobs it holds itself (Slurm's
+    --dependency), so such a job may be handed over before its dependency is met."""
+
+    def native_dependency_ok(self, job: Job, targets: Sequence[Job]) -> bool: ...
+
+
+class AccountedJob(Protocol):
+    """One job as the backend's own accounting records it."""
+
+    @property
+    def job(self) -> Job: ...
+
+    @property
+    def steps(self) -> tuple[Step, ...]: ...
+
+
+@runtime_checkable
+class Accounting(Protocol):
+    """The backend keeps accounting of its own (slurmdbd) whose records win in sacct."""
+
+    def accounting(self, jobs: Sequence[Job]) -> Mapping[int, AccountedJob]: ...
+
+
+@runtime_checkable
+class Closes(Protocol):
+    """The backend holds resources (threads, connections) to release at shutdown."""
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """The optional abilities of one backend (None: it has not got that one)."""
+
+    places_itself: bool = False
+    control: JobControl | None = None
+    time_limit: UpdatesTimeLimit | None = None
+    ends_attempts: EndsAttempts | None = None
+    native_dependencies: NativeDependencies | None = None
+    accounting: Accounting | None = None
+    closes: Closes | None = None
+
+
+def capabilities_of(backend: Backend) -> Capabilities:
+    """Check each optional ability of `backend` once."""
+    return Capabilities(
+        places_itself=isinstance(backend, PlacesItself) and bool(backend.places_itself),
+        control=backend if isinstance(backend, JobControl) else None,
+        time_limit=backend if isinstance(backend, UpdatesTimeLimit) else None,
+        ends_attempts=backend if isinstance(backend, EndsAttempts) else None,
+        native_dependencies=backend if isinstance(backend, NativeDependencies) else None,
+        accounting=backend if isinstance(backend, Accounting) else None,
+        closes=backend if isinstance(backend, Closes) else None,
+    )

@@ -1,0 +1,83 @@
+"""Partition limits and "could this ever run here" as slurmctld judges them.
+
+With EnforcePartLimits=NO (Slurm's default) a job beyond its partition's size is accepted
+and waits (PartitionNodeLimit, PartitionConfig); a job no set of the partition's nodes
+could ever hold is refused at submission, unless it is held: then it is accepted, and once
+released it waits with BadConstraints. Used at submission and by the scheduler's gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gateway.model.cluster import ClusterState, Node, Partition
+from gateway.model.jobspec import JobSpec
+from gateway.model.state import Reason
+from gateway.scheduler.request import NodeRequest, constraint_satisfied, node_request
+
+__all__ = ["config_detail", "fitting_nodes", "never_fits", "partition_limit"]
+
+
+def _members(cluster: ClusterState, part: Partition) -> list[Node]:
+    names = set(part.nodes)
+    return [n for n in cluster.nodes if n.name in names]
+
+
+def partition_limit(spec: JobSpec, cluster: ClusterState, part: Partition) -> Reason | None:
+    """PartitionNodeLimit when more nodes are asked than the partition has (or allows),
+    PartitionConfig when more CPUs are asked than all its nodes have; None otherwise."""
+    size = len(part.nodes)
+    if part.max_nodes:
+        size = min(size, part.max_nodes)
+    if spec.nodes_min is not None and spec.nodes_min > size:
+        return Reason.PARTITION_NODE_LIMIT
+    tasks = spec.ntasks if spec.ntasks is not None else 0
+    cpus = tasks * (spec.cpus_per_task or 1)
+    if cpus > sum(n.cpus for n in _members(cluster, part)):
+        return Reason.PARTITION_CONFIG
+    return None
+
+
+def fitting_nodes(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb: int) -> int:
+    """How many of `members` could each hold one node's share of the request when idle."""
+    count = 0
+    for n in members:
+        if n.cpus < req.cpus or n.gpu_count(req.gpu_type) < req.gpus:
+            continue
+        if req.memory_mb is not None and (
+            req.memory_for(req.cpus, def_mem_per_cpu_mb, n.memory_mb) > n.memory_mb
+        ):
+            continue
+        if constraint_satisfied(req.constraint, n.features):
+            count += 1
+    return count
+
+
+def never_fits(spec: JobSpec, clusters: Sequence[ClusterState], partition: str, mem: int) -> bool:
+    """True when no partition named in `partition` (comma-separated) could ever hold the
+    job, even with every node idle (slurmctld's BadConstraints)."""
+    from gateway.compat.hostlist import expand
+
+    nodelist = tuple(expand(spec.nodelist)) if spec.nodelist else ()
+    req = node_request(spec, nodelist)
+    for cluster in clusters:
+        for pname in partition.split(","):
+            part = cluster.partition(pname)
+            if part is None or any(name not in part.nodes for name in nodelist):
+                continue
+            if fitting_nodes(req, _members(cluster, part), mem) >= req.nodes:
+                return False
+    return True
+
+
+def config_detail(spec: JobSpec, members: Sequence[Node]) -> str | None:
+    """The line slurmctld adds to "Requested node configuration is not available" when no
+    node has the CPUs (or, next, the memory) a job asks of each node."""
+    cpt = spec.cpus_per_task or 1
+    per_node = max(cpt * (spec.ntasks_per_node or 1), spec.mincpus or 0)
+    if not any(n.cpus >= per_node for n in members):
+        return "CPU count per node can not be satisfied"
+    mem = spec.mem_per_node_mb
+    if mem and not any(n.memory_mb >= mem for n in members):
+        return "Memory specification can not be satisfied"
+    return None

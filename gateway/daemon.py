@@ -24,6 +24,7 @@ from gateway.api.peercred import bounded_protocol
 from gateway.control.backends import make_backends
 from gateway.control.config import GatewayConfig, load_config
 from gateway.control.gateway import Gateway
+from gateway.logutil import RepeatFilter
 from gateway.store.startup import Reporter, StartupError, open_store, secure_home
 
 __all__ = ["main", "serve"]
@@ -106,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         level=os.environ.get("CALDERA_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
+    # any local user can send malformed requests: uvicorn's one line per request is kept
+    # to one a minute (per message) so that nobody can fill the disk with the log
+    for name in ("uvicorn", "uvicorn.error"):
+        logging.getLogger(name).addFilter(RepeatFilter())
     ready = Reporter()
     try:
         config = load_config(home)

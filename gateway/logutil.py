@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["RateLimitedLogger"]
+__all__ = ["RateLimitedLogger", "RepeatFilter"]
 
 OVERFLOW = "(other sources)"
 
@@ -106,3 +106,34 @@ class RateLimitedLogger:
             self.window_s,
         )
         return 1
+
+
+class RepeatFilter(logging.Filter):
+    """A logging filter for messages a peer can cause and that name no source (uvicorn's
+    "Invalid HTTP request received." for every malformed request on the socket): the first
+    record per (logger, message template) per window passes, repeats are dropped and
+    counted, and the next record after the window says how many were."""
+
+    def __init__(
+        self, window_s: float = 60.0, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__()
+        self.window_s = window_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._windows: dict[tuple[str, str], _Window] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, str(record.msg))
+        now = self._clock()
+        with self._lock:
+            win = self._windows.get(key)
+            if win is not None and now - win.start < self.window_s:
+                win.suppressed += 1
+                return False
+            if len(self._windows) >= 1024:  # templates are few; bound them all the same
+                self._windows.clear()
+            self._windows[key] = _Window(now, record.levelno)
+        if win is not None and win.suppressed:
+            record.msg = f"{record.msg} ({win.suppressed} similar messages suppressed)"
+        return True

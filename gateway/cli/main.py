@@ -102,9 +102,25 @@ def up(foreground: bool, timeout: float, force_damaged_store: bool) -> None:
             _died(config.home, proc, "it exited before answering")
         if _ping(0.5):
             click.echo(f"caldera: gateway running (pid {proc.pid}) on {config.socket_path}")
+            _check_commands_for_others()
             return
         time.sleep(0.05)
     _fail(f"the gateway (pid {proc.pid}) did not answer within {timeout:g} s; see {log_path}")
+
+
+def _check_commands_for_others() -> None:
+    """Warn when users other than root could not run the Slurm commands (or srun in their
+    jobs) of this install: the interpreter or the package sits where they cannot read."""
+    from containers.interpreter import problem_for_others, shared_python
+
+    problem = problem_for_others(shared_python(sys.executable), _import_roots())
+    if problem is not None:
+        click.echo(
+            f"caldera: warning: users other than root cannot run sbatch, squeue, srun...: "
+            f"{problem}; install Caldera where every user can read it (e.g. "
+            "/opt or /usr/local) and make /usr/bin/python3 available",
+            err=True,
+        )
 
 
 def _read_report(report: IO[bytes], deadline: float) -> str:

@@ -158,7 +158,11 @@ def test_a_dead_supervisor_has_its_orphans_killed_logged_and_reported_lost(
     log.wait_for(job_id, 0)
     pid = backend.supervisor_pid(job_id)
     assert pid is not None
-    orphans = len(_group(backend, job_id, 0)[0])
+    # the processes that stay (the script, its daemon, their sleeps), not the short-lived
+    # ones of the flock logging that may come and go between two looks
+    first = set(_group(backend, job_id, 0)[0])
+    time.sleep(0.3)
+    orphans = len(first & set(_group(backend, job_id, 0)[0]))
     caplog.set_level(logging.WARNING, logger="caldera.local")
 
     os.kill(pid, signal.SIGKILL)
@@ -176,7 +180,7 @@ def test_a_dead_supervisor_has_its_orphans_killed_logged_and_reported_lost(
     ), warning
     killed = re.search(r"died; (\d+) orphaned processes killed", warning[-1])
     assert killed is not None
-    assert int(killed.group(1)) >= orphans >= 3
+    assert int(killed.group(1)) >= orphans >= 2  # the batch shell and its setsid daemon
     result = backend.result(job_id, 0)
     assert result is not None
     assert result.state is JobState.NODE_FAIL

@@ -19,10 +19,12 @@ from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Path, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from gateway.api.errors import install_validation_handler
+from gateway.api.jobs_doc import JobsDocument
+from gateway.api.node_routes import node_router
 from gateway.api.peercred import PEER_KEY
 from gateway.api.privacy import script_answer
 from gateway.compat.errors import CompatError
@@ -32,11 +34,8 @@ from gateway.control import ops
 from gateway.control.arraytasks import Target, parse_targets
 from gateway.control.gateway import Gateway
 from gateway.control.submit import Caller, SbatchCall
-from gateway.model.cluster import NodeState
 from gateway.model.codec import (
     job_to_dict,
-    node_to_dict,
-    partition_to_dict,
     step_to_dict,
 )
 from gateway.model.job import Job, Step
@@ -254,22 +253,6 @@ def _results(results: list[ops.OpResult]) -> dict[str, Any]:
     }
 
 
-def _node_states(gw: Gateway) -> dict[str, NodeState]:
-    free = gw.free_resources()
-    out: dict[str, NodeState] = {}
-    for name, f in free.items():
-        node = f.node
-        if node.state in (NodeState.DOWN, NodeState.DRAINED, NodeState.DRAINING):
-            out[name] = node.state
-        elif f.jobs == 0:
-            out[name] = NodeState.IDLE
-        elif f.cpus <= 0 or f.exclusive_jobs:
-            out[name] = NodeState.ALLOCATED
-        else:
-            out[name] = NodeState.MIXED
-    return out
-
-
 def _site(gw: Gateway) -> dict[str, Any]:
     """What clients need to print records as slurmctld would (its defaults)."""
     default = next(
@@ -344,6 +327,7 @@ def build_app(gw: Gateway) -> FastAPI:
         max_body_size=MAX_BODY,
     )
     install_validation_handler(app)
+    app.include_router(node_router(gw, _caller, _site))
 
     @app.exception_handler(StoreError)
     async def store_failed(request: Request, exc: StoreError) -> JSONResponse:
@@ -389,16 +373,15 @@ def build_app(gw: Gateway) -> FastAPI:
         """Submit as sbatch does; the answer carries sbatch's stdout, stderr and exit code."""
         return await submit_answer(gw, _caller(request, gw), body)
 
-    @app.get(f"/{API_VERSION}/jobs")
-    async def jobs(request: Request) -> dict[str, Any]:
-        """Every job squeue would show."""
+    jobs_doc = JobsDocument()
+
+    @app.get(f"/{API_VERSION}/jobs", response_model=None)
+    async def jobs(request: Request) -> Response:
+        """Every job squeue would show: {now, cluster, site, jobs}."""
         _caller(request, gw)
-        return {
-            "now": time.time(),
-            "cluster": gw.config.cluster_name,
-            "site": _site(gw),
-            "jobs": [job_to_dict(j) for j in gw.visible_jobs()],
-        }
+        head = {"now": time.time(), "cluster": gw.config.cluster_name, "site": _site(gw)}
+        body = jobs_doc.render(head, gw.visible_jobs())
+        return Response(body, media_type="application/json")
 
     @app.get(f"/{API_VERSION}/jobs/{{job_id}}")
     async def job(
@@ -465,32 +448,6 @@ def build_app(gw: Gateway) -> FastAPI:
         targets = _targets([body.id])
         results = [await ops.apply_update(gw, t, body.fields, caller) for t in targets]
         return _results(results)
-
-    @app.get(f"/{API_VERSION}/nodes")
-    async def nodes(request: Request) -> dict[str, Any]:
-        """Nodes with their current state, and partitions (sinfo, scontrol show node)."""
-        _caller(request, gw)
-        states = _node_states(gw)
-        free = gw.free_resources()
-        out_nodes = []
-        for cluster in gw.clusters.values():
-            for node in cluster.nodes:
-                d = node_to_dict(node)
-                d["state"] = states.get(node.name, node.state).long
-                d["alloc_cpus"] = node.cpus - free[node.name].cpus if node.name in free else 0
-                d["alloc_memory_mb"] = (
-                    node.memory_mb - free[node.name].memory_mb if node.name in free else 0
-                )
-                d["cluster"] = cluster.name
-                out_nodes.append(d)
-        # one default partition, as in Slurm: the first cluster's (the local site's)
-        default = _site(gw)["default_partition"]
-        parts = [
-            {**partition_to_dict(p), "default": p.name == default}
-            for c in gw.clusters.values()
-            for p in c.partitions
-        ]
-        return {"now": time.time(), "site": _site(gw), "nodes": out_nodes, "partitions": parts}
 
     @app.get(f"/{API_VERSION}/accounting")
     async def accounting(

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
 from gateway.cli.common import GatewayError, call, cluster_from, fetch_jobs, site_from, write_out
+from gateway.cli.node_view import nodes_view
 from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
 from gateway.compat.cnum import strtol
 from gateway.compat.duration import time_str_to_mins
@@ -88,6 +91,10 @@ def _show(args: list[str], oneliner: bool) -> int:
         return _show_nodes(rest, oneliner)
     if _is(what, "partitions", 1):
         return _show_partitions(rest, oneliner)
+    if _is(what, "config", 1):
+        return _show_config()
+    if _is(what, "steps", 2):
+        return _show_steps(rest, oneliner)
     raise _Fail(f"invalid entity:{what} for keyword:show")
 
 
@@ -136,11 +143,11 @@ def _show_nodes(rest: list[str], oneliner: bool) -> int:
         data = call("GET", "/v1/nodes")
     except GatewayError as exc:
         raise _Fail(f"slurm_load_node error: {exc}") from exc
-    cluster = cluster_from(data)
+    cluster, extras = nodes_view(data)
     nodes = [n for n in cluster.nodes if not rest or n.name == rest[0]]
     if not nodes:
         raise _Fail(f"Node {rest[0]} not found")
-    write_out("".join(show_node(n, one_liner=oneliner) for n in nodes))
+    write_out("".join(show_node(n, extras=extras[n.name], one_liner=oneliner) for n in nodes))
     return 0
 
 
@@ -199,7 +206,115 @@ def _control(op: str, args: list[str]) -> int:
     return _report(data["results"], op)
 
 
+def _show_steps(rest: list[str], oneliner: bool) -> int:
+    """Running steps of running jobs (`show step [job[.step]]`), as squeue -s finds them."""
+    from gateway.compat.show_step import show_step
+    from gateway.model.codec import step_from_dict
+    from gateway.model.state import JobState
+
+    want_job, _, want_step = (rest[0] if rest else "").partition(".")
+    if want_job and not want_job.isdigit():
+        raise _Fail("Job step 0.Invalid not found")
+    jobs, _, _ = fetch_jobs()
+    running = {
+        j.job_id: j
+        for j in jobs
+        if j.state is JobState.RUNNING and (not want_job or str(j.job_id) == want_job)
+    }
+    if want_job and not any(str(j.job_id) == want_job for j in jobs):
+        raise _Fail("slurm_get_job_steps error: Invalid job id specified")
+    steps = []
+    if running:
+        data = call("GET", "/v1/accounting?" + "&".join(f"ids={i}" for i in sorted(running)))
+        steps = [
+            s
+            for s in (step_from_dict(d) for d in data["steps"])
+            if s.state is JobState.RUNNING
+            and s.job_id in running
+            and s.run == running[s.job_id].restart_count
+            and (not want_step or s.step_id == want_step)
+        ]
+    if not steps:
+        if want_job:
+            raise _Fail(f"Job step {want_job}.{want_step} not found")
+        write_out("No job steps in the system\n")
+        return 0
+    steps.sort(key=lambda s: (s.job_id, int(s.step_id) if s.step_id.isdigit() else 1 << 32))
+    write_out("".join(show_step(s, running[s.job_id], one_liner=oneliner) for s in steps))
+    return 0
+
+
+def _show_config() -> int:
+    from gateway.compat.show_config import SiteConfig, show_config
+
+    try:
+        data = call("GET", "/v1/nodes")
+    except GatewayError as exc:
+        raise _Fail(f"slurm_load_ctl_conf error: {exc}") from exc
+    site = data["site"]
+    cluster, _ = nodes_view(data)
+    conf = SiteConfig(
+        cluster=str(site.get("cluster") or cluster.name),
+        def_mem_per_cpu_mb=site.get("def_mem_per_cpu_mb"),
+        job_requeue=bool(site.get("job_requeue", True)),
+        max_array_size=int(site.get("max_array_size", 1001)),
+        gres_types=sorted({name for n in cluster.nodes for name, _, _ in n.gres}),
+        host=_host(),
+    )
+    write_out(show_config(conf, now=float(data["now"])))
+    return 0
+
+
+def _host() -> str:
+    """The controller's name as scontrol prints it: the gateway runs on this machine."""
+    return socket.gethostname().split(".")[0]
+
+
+_STARS = "*" * 41
+
+
+def _ping() -> int:
+    """`Slurmctld(primary) at HOST is UP`: the gateway answers on this machine's socket."""
+    host = _host()
+    try:
+        call("GET", "/v1/ping")
+    except GatewayError:
+        write_out(f"Slurmctld(primary) at {host} is DOWN\n")
+        if os.getuid() == 0:
+            write_out(f"{_STARS}\n** RESTORE SLURMCTLD DAEMON TO SERVICE **\n{_STARS}\n")
+        return 1
+    write_out(f"Slurmctld(primary) at {host} is UP\n")
+    return 0
+
+
+def _update_node(args: list[str]) -> int:
+    """NodeName=<hostlist> State=DRAIN|UNDRAIN|RESUME [Reason=...]: operators only."""
+    fields: dict[str, str] = {}
+    for arg in args:
+        key, eq, value = arg.partition("=")
+        k = key.lower()
+        if not eq:
+            raise _Fail(f"Invalid input: {arg}", "Request aborted")
+        if k in ("nodename", "state", "reason"):
+            fields[k] = value
+        else:
+            raise _Fail(f"Update of this parameter is not supported: {arg}", "Request aborted")
+    state = fields.get("state")
+    if state is None:
+        raise _Fail("No changes specified")
+    if state.upper() == "DRAIN" and not fields.get("reason"):
+        raise _Fail("You must specify a reason when DOWNING or DRAINING a node. Request denied")
+    body = {"nodes": fields["nodename"], "state": state, "reason": fields.get("reason")}
+    try:
+        call("POST", "/v1/nodes/update", body)
+    except GatewayError as exc:
+        raise _Fail(f"slurm_update error: {exc}") from exc
+    return 0
+
+
 def _update(args: list[str]) -> int:
+    if args and args[0].lower().startswith("nodename="):
+        return _update_node(args)
     job: str | None = None
     fields: dict[str, str] = {}
     for arg in args:
@@ -242,6 +357,8 @@ def _run(words: list[str], oneliner: bool) -> int:
         return _show(rest, oneliner)
     if _is(cmd, "update", 2):
         return _update(rest)
+    if _is(cmd, "ping", 2):
+        return _ping()
     for op in ("requeuehold", "requeue", "release", "uhold", "hold"):
         if cmd == op:
             return _control(op, rest)

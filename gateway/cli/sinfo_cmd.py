@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from gateway.cli.common import GatewayError, call, cluster_from, write_out
+from gateway.cli.common import GatewayError, call, write_out
+from gateway.cli.node_view import nodes_view
 from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
 from gateway.compat.options_help import SLURM_COMPAT_VERSION
 from gateway.compat.sinfo_fmt import render_sinfo
@@ -51,6 +52,11 @@ def _split(text: str | None) -> tuple[str, ...]:
     return tuple(p for p in (text or "").split(",") if p)
 
 
+# sinfo -R (opts.c): nodes that are down, failed or drained, grouped by reason
+_REASONS = "%20E %9u %19H %N"
+_REASONS_LONG = "%20E %12U %19H %6t %N"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `sinfo` command."""
     args = [_PROG, *(sys.argv[1:] if argv is None else argv)]
@@ -70,19 +76,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GatewayError as exc:
         sys.stderr.write(f"slurm_load_partitions: {exc}\n")
         return 1
-    cluster = cluster_from(data)
+    cluster, extras = nodes_view(data)
     if opts.flag("json") or opts.flag("yaml"):
         from gateway.compat.sinfo_fmt_json import sinfo_json
 
-        write_out(sinfo_json(cluster) + "\n")
+        write_out(sinfo_json(cluster, node_extras=extras) + "\n")
         return 0
     nodes: tuple[str, ...] = ()
     if opts.text("nodes"):
         from gateway.compat.hostlist import expand
 
         nodes = tuple(expand(opts.text("nodes") or ""))
+    reasons = opts.flag("reasons") and not opts.text("format") and not opts.text("format_long")
     options = SinfoOptions(
-        format=opts.text("format"),
+        format=_REASONS_LONG
+        if reasons and opts.flag("long")
+        else _REASONS
+        if reasons
+        else opts.text("format"),
         format_long=opts.text("format_long"),
         long=opts.flag("long"),
         node_view=opts.flag("node_view"),
@@ -92,11 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         sort=opts.text("sort"),
         partitions=_split(opts.text("partition")),
         nodes=nodes,
-        states=_split(opts.text("states")),
+        states=_split(opts.text("states"))
+        or (("down", "fail", "drain") if opts.flag("reasons") else ()),
         responding=opts.flag("responding"),
         dead=opts.flag("dead"),
     )
-    write_out(render_sinfo(cluster, options, now=float(data["now"])))
+    write_out(render_sinfo(cluster, options, now=float(data["now"]), node_extras=extras))
     return 0
 
 

@@ -7,10 +7,12 @@ import pwd
 import sys
 from collections.abc import Sequence
 
-from gateway.cli.common import GatewayError, fetch_jobs, site_from, write_out
+from gateway.cli.common import GatewayError, call, fetch_jobs, site_from, write_out
 from gateway.cli.opts import CmdOption, CmdUsageError, ParsedCmd, parse_command
 from gateway.compat.options_help import SLURM_COMPAT_VERSION
 from gateway.compat.squeue_fmt import SqueueOptions, render_squeue
+from gateway.model.codec import step_from_dict
+from gateway.model.job import Job, Step
 from gateway.model.state import JobState
 
 __all__ = ["main"]
@@ -138,6 +140,46 @@ def _operands(opts: ParsedCmd) -> None:
         raise CmdUsageError(f"{_PROG}: error: Unrecognized option: {rest[0]}")
 
 
+def _steps(jobs: list[Job], now: float, opts: ParsedCmd) -> int:
+    """squeue -s [step list]: the running steps of running jobs (from the step records the
+    backends report while jobs run)."""
+    from gateway.compat.squeue_steps import render_steps
+
+    ids = {w.split("_")[0] for w in _split(opts.text("jobs"))}
+    users = set(_users(opts.text("users"))) if opts.text("users") else None
+    parts = set(_split(opts.text("partitions")))
+    running = {
+        j.job_id: j
+        for j in jobs
+        if j.state is JobState.RUNNING
+        and (not ids or str(j.job_id) in ids or str(j.array_job_id) in ids)
+        and (users is None or j.user in users)
+        and (not parts or j.partition in parts)
+    }
+    wanted = _split(opts.text("steps"))
+    steps: list[Step] = []
+    if running:
+        query = "&".join(f"ids={i}" for i in sorted(running))
+        try:
+            data = call("GET", f"/v1/accounting?{query}")
+        except GatewayError as exc:
+            sys.stderr.write(f"slurm_load_job_steps error: {exc}\n")
+            return 1
+        steps = [
+            s
+            for s in (step_from_dict(d) for d in data["steps"])
+            if s.job_id in running and s.run == running[s.job_id].restart_count
+        ]
+    if wanted:
+        steps = [s for s in steps if f"{s.job_id}.{s.step_id}" in wanted or str(s.job_id) in wanted]
+    write_out(
+        render_steps(
+            steps, running, now=now, fmt=opts.text("format"), noheader=opts.flag("noheader")
+        )
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `squeue` command."""
     args = [_PROG, *(sys.argv[1:] if argv is None else argv)]
@@ -169,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"slurm_load_jobs error: {exc}\n")
         return 1
     site = site_from(data)
+    if "steps" in opts.values and not (opts.flag("json") or opts.flag("yaml")):
+        return _steps(jobs, now, opts)
     if opts.flag("json") or opts.flag("yaml"):
         from gateway.compat.squeue_fmt_json import squeue_json
 

@@ -293,30 +293,25 @@ def hostlist_expand(text: str | None) -> tuple[str, ...]:
 JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
 
 
+_ESCAPES = {c: f"\\u{c:04x}" for c in range(0x20)} | {
+    ord(ch): esc
+    for ch, esc in (
+        ('"', '\\"'),
+        ("\\", "\\\\"),
+        ("/", "\\/"),
+        ("\b", "\\b"),
+        ("\f", "\\f"),
+        ("\n", "\\n"),
+        ("\r", "\\r"),
+        ("\t", "\\t"),
+    )
+}
+
+
 def _escape(text: str) -> str:
-    out: list[str] = []
-    for ch in text:
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "/":
-            out.append("\\/")
-        elif ch == "\b":
-            out.append("\\b")
-        elif ch == "\f":
-            out.append("\\f")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    """json-c's string escapes (`/` too), one table lookup per character in C: 10,000
+    jobs of `squeue --json` spent 2 s here escaping character by character in Python."""
+    return text.translate(_ESCAPES)
 
 
 def _dump(value: JsonValue, level: int, out: list[str]) -> None:

@@ -76,6 +76,33 @@ def _opt(value: int | None) -> str:
     return "*" if value is None else str(value)
 
 
+def _expected_end(job: Job) -> float:
+    """A running job's EndTime is when its time limit runs out (slurmctld sets end_time
+    at start: start + limit); 0 (Unknown) otherwise."""
+    if job.state is not JobState.RUNNING or job.start_time is None:
+        return 0
+    if job.time_limit in (INFINITE, NO_VAL, 0):
+        return 0
+    return job.start_time + job.time_limit * 60
+
+
+def _eligible_time(job: Job) -> float | None:
+    """A pending job with a --begin time is eligible then, held or not (slurmctld sets
+    details->begin_time at submission); otherwise when it became eligible."""
+    if job.eligible_time is not None:
+        return job.eligible_time
+    if job.state is JobState.PENDING and job.spec.begin:
+        return float(job.spec.begin)
+    return None
+
+
+def _start_time(job: Job) -> float | None:
+    """A pending job's StartTime is its --begin time (slurmctld's expected start)."""
+    if job.start_time is None and job.state is JobState.PENDING and job.spec.begin:
+        return float(job.spec.begin)
+    return job.start_time
+
+
 def show_job(
     job: Job,
     *,
@@ -125,14 +152,14 @@ def show_job(
     lines.append(f"RunTime={secs_to_str(_run_time(v, now))} TimeLimit={limit} TimeMin={time_min}")
     lines.append(
         f"SubmitTime={make_time_str(job.submit_time)} "
-        f"EligibleTime={make_time_str(job.eligible_time)}"
+        f"EligibleTime={make_time_str(_eligible_time(job))}"
     )
     lines.append(f"AccrueTime={make_time_str(ex.accrue_time)}")
-    end = job.end_time or 0
+    end = job.end_time or _expected_end(job)
     end_text = "Unknown" if job.time_limit == INFINITE and end > now else make_time_str(end)
     deadline = make_time_str(spec.deadline) if spec.deadline else "N/A"
     lines.append(
-        f"StartTime={make_time_str(job.start_time)} EndTime={end_text} Deadline={deadline}"
+        f"StartTime={make_time_str(_start_time(job))} EndTime={end_text} Deadline={deadline}"
     )
     suspend = make_time_str(ex.suspend_time) if ex.suspend_time else "None"
     lines.append(

@@ -124,10 +124,19 @@ def _render_item(item: FormatItem, row: SqueueRow | None) -> str:
         return item.suffix
     f = item.field
     if row is None:
-        text = print_str(f.header, item.width, item.right, f.header_cut)
-    else:
-        text = print_str(f.value(row), item.width, item.right, f.cut)
-    return text + item.suffix
+        return print_str(f.header, item.width, item.right, f.header_cut) + item.suffix
+    value = f.value(row)
+    if value is None or not value.isascii():
+        return print_str(value, item.width, item.right, f.cut) + item.suffix
+    # ASCII: a character is a byte, so print_str's byte arithmetic is str arithmetic
+    # (10,000 lines: half of squeue's formatting time went to encoding and decoding)
+    width = item.width
+    if width > 0:
+        if item.right:
+            text = value.rjust(width)
+            return (text[:width] if f.cut else text) + item.suffix
+        return value[:width].ljust(width) + item.suffix
+    return (value + " " if width < 0 else value) + item.suffix
 
 
 def render_line(items: Sequence[FormatItem], row: SqueueRow | None) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from gateway.compat.fmt_common import hostlist_compress, msort
+from gateway.compat.fmt_common import hostlist_compress
 from gateway.model.state import JobState
 from gateway.model.values import INFINITE, NO_VAL
 
@@ -22,17 +22,6 @@ _U32 = 0xFFFFFFFF
 
 class SortError(ValueError):
     """`Invalid sort specification: X` (squeue exits 1)."""
-
-
-def _sign(a: Any, b: Any) -> int:
-    return int(a > b) - int(a < b)
-
-
-def _strcmp(a: str | None, b: str | None) -> int:
-    # xstrcmp: NULL sorts before any string
-    if a is None or b is None:
-        return _sign(a is not None, b is not None)
-    return _sign(a.encode(), b.encode())
 
 
 Key = Callable[["SqueueRow"], Any]
@@ -104,34 +93,33 @@ _KEYS: dict[str, Key] = {
 _IGNORED = set("bcfhnO")  # accepted by squeue, no effect
 
 
-def _cmp_for(letter: str, reverse: bool) -> Callable[[SqueueRow, SqueueRow], int]:
+def _by_start(rows: list[SqueueRow], reverse: bool) -> list[SqueueRow]:
+    """squeue's start-time pass: glibc's merge sort under a comparator that calls a row
+    without a start time "greater" than any row, even another such row. In every merge
+    the rows with a start time come first, in stable order, then the right half's rows
+    without one, then the left half's: over the whole sort, the latter end up reversed.
+    The same order as replaying the merge (the tests check both), in O(n log n) C."""
+    known = [r for r in rows if r.job.start_time]
+    unknown = [r for r in rows if not r.job.start_time]
+    unknown.reverse()
+    return [*sorted(known, key=_start, reverse=reverse), *unknown]
+
+
+def _by_key(rows: list[SqueueRow], letter: str, reverse: bool) -> list[SqueueRow]:
+    """A pass on one `-S` key: its comparator is a total order (strings as strcmp compares
+    their bytes), so any stable sort, here Python's, leaves glibc's merge sort's order."""
     key = _KEYS[letter]
-
-    if letter == "S":
-
-        def cmp_start(a: SqueueRow, b: SqueueRow) -> int:
-            # squeue: an unknown start time is "greater" whatever the order asked for
-            if not a.job.start_time:
-                return 1
-            if not b.job.start_time:
-                return -1
-            diff = _sign(_start(a), _start(b))
-            return -diff if reverse else diff
-
-        return cmp_start
-
-    def cmp(a: SqueueRow, b: SqueueRow) -> int:
-        ka, kb = key(a), key(b)
-        diff = _strcmp(ka, kb) if isinstance(ka, str) else _sign(ka, kb)
-        return -diff if reverse else diff
-
-    return cmp
+    keys = [key(r) for r in rows]
+    if any(isinstance(k, str) for k in keys):
+        keys = [k.encode() for k in keys]
+    order = sorted(range(len(rows)), key=keys.__getitem__, reverse=reverse)
+    return [rows[i] for i in order]
 
 
 def sort_rows(rows: Sequence[SqueueRow], sort: str | None, now: float) -> list[SqueueRow]:
     """Order rows as squeue does (`sort_jobs_by_start_time` then `sort_job_list`)."""
     del now  # each row carries it
-    out = msort(list(rows), _cmp_for("S", True))
+    out = _by_start(list(rows), True)
     spec = sort if sort is not None else DEFAULT_SORT
     i = len(spec) - 1
     while i >= 0:
@@ -148,6 +136,6 @@ def sort_rows(rows: Sequence[SqueueRow], sort: str | None, now: float) -> list[S
             continue
         if ch not in _KEYS:
             raise SortError(f"Invalid sort specification: {ch}")
-        out = msort(out, _cmp_for(ch, reverse))
+        out = _by_start(out, reverse) if ch == "S" else _by_key(out, ch, reverse)
         i -= 1
     return out

@@ -16,7 +16,7 @@ import os
 import signal
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from gateway.backend import Capabilities, capabilities_of
@@ -47,6 +47,7 @@ from gateway.scheduler.plugins import Registry
 from gateway.scheduler.snapshot import NodeFree, Snapshot
 from gateway.store.base import JobQuery, StoredEvent, StoreError, Submission
 from gateway.store.committer import GroupCommitter
+from gateway.store.node_admin import NodeAdmin, drain_overlay
 from gateway.store.sqlite import Batch, SqliteStore
 
 __all__ = ["Gateway", "SubmitOutcome"]
@@ -94,6 +95,7 @@ class Gateway:
         self.clusters: dict[str, ClusterState] = {n: b.describe() for n, b in backends.items()}
         self.sites = dict(sites or {})  # clusters described by configuration, not backends
         self.clusters.update(self.sites)
+        self.drained: dict[str, NodeAdmin] = store.node_admin()  # scontrol update State=DRAIN
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self.cycles = 0
@@ -336,7 +338,11 @@ class Gateway:
 
     def free_resources(self) -> dict[str, NodeFree]:
         """What is free on every node now (cpus, memory, GPU indices)."""
-        return free_resources(self.jobs, self.clusters, self._self_placing())
+        return free_resources(self.jobs, self.schedulable(), self._self_placing())
+
+    def schedulable(self) -> Mapping[str, ClusterState]:
+        """The clusters with drained nodes shown drained (the scheduler skips them)."""
+        return drain_overlay(self.clusters, self.drained)
 
     def _job_exists(self, job_id: int) -> bool:
         """Whether a dependency may name this job (as the snapshot's targets are found)."""
@@ -345,7 +351,7 @@ class Gateway:
     def _snapshot(self, extra: Iterable[Job] = ()) -> Snapshot:
         return build_snapshot(
             self.jobs,
-            self.clusters,
+            self.schedulable(),
             self.caps,
             self._self_placing(),
             self.clock(),
@@ -372,8 +378,11 @@ class Gateway:
         changed: list[Job] = []
         for job_id, reason in result.reasons.items():
             job = self.jobs.get(job_id)
-            if job is not None and job.reason is not reason and job.state is JobState.PENDING:
-                changed.append(replace(job, reason=reason))
+            desc = result.descs.get(job_id)
+            if job is None or job.state is not JobState.PENDING:
+                continue
+            if job.reason is not reason or job.state_desc != desc:
+                changed.append(replace(job, reason=reason, state_desc=desc))
         for job_id, reason in result.never.items():
             job = self.jobs.get(job_id)
             if job is None or job.state is not JobState.PENDING:

@@ -91,6 +91,7 @@ class Launcher:
             task,
             state=JobState.RUNNING,
             reason=Reason.NONE,
+            state_desc=None,
             start_time=now,
             eligible_time=task.eligible_time or now,
             nodes=tuple(p.node for p in placement),

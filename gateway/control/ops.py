@@ -16,6 +16,7 @@ from gateway.compat.dependency import DependencyError, parse_dependency
 from gateway.compat.duration import time_str_to_mins
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.control.arraytasks import Target
+from gateway.control.bulk import Changes
 from gateway.control.gateway import Gateway
 from gateway.control.submit import Caller, priority_for
 from gateway.model.backend import BackendError
@@ -40,31 +41,28 @@ def _allowed(job: Job, caller: Caller) -> bool:
     return caller.operator or job.uid == caller.uid
 
 
-async def _resolve(gw: Gateway, target: Target) -> list[tuple[Job, int | None]]:
+def _resolve(changes: Changes, target: Target) -> list[tuple[Job, int | None]]:
     """(record, task index to split from a pending meta record, or None) per matched job."""
-    members = await gw.array_members(target.job_id)
-    if not members:
-        job = await gw.find(target.job_id)
-        if job is None:
-            return []
-        members = [job]
+    members = changes.members(target.job_id)
     out: list[tuple[Job, int | None]] = []
     if target.tasks is None:
         direct = [m for m in members if m.job_id == target.job_id]
         if direct and not direct[0].array_job_id:
             return [(direct[0], None)]
         return [(m, None) for m in members if m.array_job_id == target.job_id or m is direct[0]]
+    tasks: dict[int, list[tuple[int, Job]]] = {}  # index -> (position, task record)
+    metas: list[tuple[int, Job]] = []  # records holding pending tasks
+    for pos, m in enumerate(members):
+        if m.array_task_id is not None:
+            tasks.setdefault(m.array_task_id, []).append((pos, m))
+        elif m.is_array_meta and m.array_pending is not None:
+            metas.append((pos, m))
     for index in target.tasks:
-        found = False
-        for m in members:
-            if m.array_task_id == index:
-                out.append((m, None))
-                found = True
-            elif m.is_array_meta and m.array_pending is not None and index in m.array_pending:
-                out.append((m, index))
-                found = True
-        if not found:
+        hits: list[tuple[int, Job, int | None]] = [(p, m, None) for p, m in tasks.get(index, ())]
+        hits += [(p, m, index) for p, m in metas if m.array_pending and index in m.array_pending]
+        if not hits:
             return out
+        out.extend((m, i) for _, m, i in sorted(hits, key=lambda h: h[0]))
     return out
 
 
@@ -85,16 +83,17 @@ async def cancel(
     filters: Mapping[str, object] | None = None,
 ) -> list[OpResult]:
     """scancel: pending jobs end CANCELLED at once; running ones are signalled."""
+    changes = Changes(gw, "cancel", caller.uid)
+    await changes.load(targets)
     results: list[OpResult] = []
     for target in targets:
-        matched = await _resolve(gw, target)
+        matched = _resolve(changes, target)
         if not matched:
             results.append(OpResult(_name(target), SlurmErrno.INVALID_JOB_ID))
             continue
         err: SlurmErrno | None = None
-        changed: list[Job] = []
         for job, index in matched:
-            job = gw.jobs.get(job.job_id, job)
+            job = changes.current(job)
             if not _allowed(job, caller):
                 err = SlurmErrno.ACCESS_DENIED
                 continue
@@ -104,21 +103,20 @@ async def cancel(
             if index is not None:
                 task, meta = gw.split_task(job, index)
                 if meta is not None:
-                    changed.append(meta)
-                    gw.jobs[meta.job_id] = meta
+                    changes.add(meta)
                 job = task
             if job.state is JobState.PENDING and not job.backend_id:
                 if signal is None or signal in (9, 15):
-                    changed.append(gw.ended(job, JobState.CANCELLED, by=caller.uid))
+                    changes.add(gw.ended(job, JobState.CANCELLED, by=caller.uid))
                 continue
-
+            await changes.flush()
             refused = await _call_backend(_cancel(gw, job, signal, batch_only))
             if refused is not None:
                 err = refused
             elif signal is None:
-                changed.append(replace(job, cancelled_by=caller.uid))
-        await gw.commit(changed, "cancel", by=caller.uid)
+                changes.add(replace(job, cancelled_by=caller.uid))
         results.append(OpResult(_name(target), err))
+    await changes.flush()
     return results
 
 
@@ -144,19 +142,21 @@ def _cancel(gw: Gateway, job: Job, signal: int | None, batch_only: bool) -> Call
     return lambda: backend.cancel(job, signal, batch_only)
 
 
-async def _forward_hold(gw: Gateway, job: Job, admin: bool) -> SlurmErrno | None:
+async def _forward_hold(changes: Changes, job: Job, admin: bool) -> SlurmErrno | None:
     """Jobs a backend queues itself (Slurm) are held there too."""
-    control = gw.capabilities(job).control if job.backend_id else None
+    control = changes.gw.capabilities(job).control if job.backend_id else None
     if control is None:
         return None
+    await changes.flush()
     return await _call_backend(lambda: control.hold(job, admin))
 
 
-async def _forward_release(gw: Gateway, job: Job) -> SlurmErrno | None:
+async def _forward_release(changes: Changes, job: Job) -> SlurmErrno | None:
     """... and released there."""
-    control = gw.capabilities(job).control if job.backend_id else None
+    control = changes.gw.capabilities(job).control if job.backend_id else None
     if control is None:
         return None
+    await changes.flush()
     return await _call_backend(lambda: control.release(job))
 
 
@@ -179,26 +179,25 @@ async def hold(
         targets,
         caller,
         lambda j: replace(j, hold=kind, priority=0, reason=reason),
-        require_pending=True,
         kind="hold",
         denied=SlurmErrno.USER_ID_MISSING,
-        forward=lambda j: _forward_hold(gw, j, kind is Hold.ADMIN),
+        forward=lambda c, j: _forward_hold(c, j, kind is Hold.ADMIN),
     )
 
 
 async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> list[OpResult]:
     """scontrol release: users may lift only their own user holds."""
+    changes = Changes(gw, "release", caller.uid)
+    await changes.load(targets)
     results: list[OpResult] = []
     for target in targets:
-        matched = await _resolve(gw, target)
+        matched = _resolve(changes, target)
         if not matched:
             results.append(OpResult(_name(target), SlurmErrno.INVALID_JOB_ID))
             continue
-        changed: list[Job] = []
-        metas: dict[int, Job] = {}
         err: SlurmErrno | None = None
         for job, index in matched:
-            job = metas.get(job.job_id) or gw.jobs.get(job.job_id, job)
+            job = changes.current(job)
             if not _allowed(job, caller):
                 err = SlurmErrno.USER_ID_MISSING
                 continue
@@ -208,13 +207,13 @@ async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> lis
             if job.state is not JobState.PENDING:
                 err = err or SlurmErrno.JOB_NOT_PENDING
                 continue
-            refused = await _forward_release(gw, job)
+            refused = await _forward_release(changes, job)
             if refused is not None:
                 err = refused
                 continue
             if index is not None:
-                job = _take_task(gw, job, index, metas)
-            changed.append(
+                job = _take_task(gw, changes.current(job), index, changes)
+            changes.add(
                 replace(
                     job,
                     hold=None,
@@ -222,9 +221,8 @@ async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> lis
                     priority=priority_for(job.job_id, job.spec.nice),
                 )
             )
-        changed.extend(m for m in metas.values() if m.job_id not in {j.job_id for j in changed})
-        await gw.commit(changed, "release", by=caller.uid)
         results.append(OpResult(_name(target), err))
+    await changes.flush()
     return results
 
 
@@ -232,18 +230,18 @@ async def requeue(
     gw: Gateway, targets: Sequence[Target], caller: Caller, hold_after: bool = False
 ) -> list[OpResult]:
     """scontrol requeue[hold]: back to pending, restart count + 1 (running jobs are killed)."""
+    changes = Changes(gw, "requeue", caller.uid)
     results: list[OpResult] = []
-    for target in targets:
-        matched = await _resolve(gw, target)
-        if not matched:
-            results.append(OpResult(_name(target), SlurmErrno.INVALID_JOB_ID))
-            continue
-        changed: list[Job] = []
-        err: SlurmErrno | None = None
-        ending: list[tuple[int, int]] = []  # runs being ended: their own end is not theirs
-        try:
+    try:
+        await changes.load(targets)
+        for target in targets:
+            matched = _resolve(changes, target)
+            if not matched:
+                results.append(OpResult(_name(target), SlurmErrno.INVALID_JOB_ID))
+                continue
+            err: SlurmErrno | None = None
             for job, index in matched:
-                job = gw.jobs.get(job.job_id, job)
+                job = changes.current(job)
                 if not _allowed(job, caller):
                     err = SlurmErrno.ACCESS_DENIED
                     continue
@@ -254,8 +252,9 @@ async def requeue(
                     err = err or SlurmErrno.DISABLED
                     continue
                 if job.state.is_active:
+                    await changes.flush()
                     if gw.capabilities(job).ends_attempts is not None:
-                        ending.append(gw.ending_run(job))
+                        changes.ending(gw.ending_run(job))
                     refused = await _end_run(gw, job)
                     if refused is not None:
                         err = refused
@@ -267,11 +266,12 @@ async def requeue(
                 again = gw.requeued(job)
                 if hold_after:
                     again = replace(again, hold=Hold.USER, priority=0, reason=Reason.JOB_HELD_USER)
-                changed.append(again)
-            await gw.commit(changed, "requeue", by=caller.uid)
-        finally:
-            gw.ended_runs(ending)
-        results.append(OpResult(_name(target), err))
+                changes.add(again)
+            results.append(OpResult(_name(target), err))
+        await changes.flush()
+    except BaseException:
+        changes.abandon()  # nothing stored: the marks of runs being ended are lifted
+        raise
     return results
 
 
@@ -292,16 +292,14 @@ async def _end_run(gw: Gateway, job: Job) -> SlurmErrno | None:
     return None
 
 
-def _take_task(gw: Gateway, meta: Job, index: int, metas: dict[int, Job]) -> Job:
+def _take_task(gw: Gateway, meta: Job, index: int, changes: Changes) -> Job:
     """Split one pending task off an array's meta record (as slurmctld does before it holds
-    or releases `123_[4-6]`): the task record; the shrunken meta is kept in `metas`."""
+    or releases `123_[4-6]`): the task record; the shrunken meta is a change too."""
     if meta.array_pending is None or index not in meta.array_pending:
         return meta
     task, rest = gw.split_task(meta, index)
-    if rest is None:
-        metas.pop(meta.job_id, None)
-    else:
-        metas[meta.job_id] = rest
+    if rest is not None:
+        changes.add(rest)
     return task
 
 
@@ -309,39 +307,38 @@ async def _each(
     gw: Gateway,
     targets: Sequence[Target],
     caller: Caller,
-    change: object,
-    require_pending: bool,
+    change: Callable[[Job], Job],
     kind: str,
-    denied: SlurmErrno = SlurmErrno.ACCESS_DENIED,
-    forward: Callable[[Job], Awaitable[SlurmErrno | None]] | None = None,
+    denied: SlurmErrno,
+    forward: Callable[[Changes, Job], Awaitable[SlurmErrno | None]],
 ) -> list[OpResult]:
+    """Change every pending job the targets name (scontrol hold), committed once."""
+    changes = Changes(gw, kind, caller.uid)
+    await changes.load(targets)
     results: list[OpResult] = []
     for target in targets:
-        matched = await _resolve(gw, target)
+        matched = _resolve(changes, target)
         if not matched:
             results.append(OpResult(_name(target), SlurmErrno.INVALID_JOB_ID))
             continue
-        changed: list[Job] = []
-        metas: dict[int, Job] = {}
         err: SlurmErrno | None = None
         for job, index in matched:
-            job = metas.get(job.job_id) or gw.jobs.get(job.job_id, job)
+            job = changes.current(job)
             if not _allowed(job, caller):
                 err = denied
                 continue
-            if require_pending and job.state is not JobState.PENDING:
+            if job.state is not JobState.PENDING:
                 err = err or SlurmErrno.JOB_NOT_PENDING
                 continue
-            refused = await forward(job) if forward is not None else None
+            refused = await forward(changes, job)
             if refused is not None:
                 err = refused
                 continue
             if index is not None:
-                job = _take_task(gw, job, index, metas)
-            changed.append(change(job))  # type: ignore[operator]
-        changed.extend(m for m in metas.values() if m.job_id not in {j.job_id for j in changed})
-        await gw.commit(changed, kind, by=caller.uid)
+                job = _take_task(gw, changes.current(job), index, changes)
+            changes.add(change(job))
         results.append(OpResult(_name(target), err))
+    await changes.flush()
     return results
 
 
@@ -416,7 +413,9 @@ async def apply_update(
     gw: Gateway, target: Target, fields: Mapping[str, str], caller: Caller
 ) -> OpResult:
     """scontrol update JobId=... Key=Value...: all fields or none."""
-    matched = await _resolve(gw, target)
+    view = Changes(gw, "update", caller.uid)
+    await view.load([target])
+    matched = _resolve(view, target)
     if not matched:
         return OpResult(_name(target), SlurmErrno.INVALID_JOB_ID)
     changed: list[Job] = []

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from gateway.compat.hostlist import compress
+from gateway.model.cluster import NodeState
 from gateway.model.job import Job, RankPlacement
 from gateway.model.state import Reason
 from gateway.model.values import INFINITE
@@ -40,6 +42,7 @@ class CycleResult:
     starts: list[Decision] = field(default_factory=list)
     reasons: dict[int, Reason] = field(default_factory=dict)  # job id -> new pending reason
     never: dict[int, Reason] = field(default_factory=dict)  # jobs that can never run
+    descs: dict[int, str] = field(default_factory=dict)  # job id -> slurmctld's state_desc
 
 
 class Statement:
@@ -188,6 +191,11 @@ def run_cycle(snap: Snapshot, reg: Registry) -> CycleResult:
                 result.reasons[job.job_id] = Reason.PRIORITY
                 break
             placement = _place(job, req, free, reg, snap)
+            unavailable = _needs_unavailable(job, req, snap, reg) if placement is None else None
+            if unavailable is not None:
+                result.reasons[job.job_id] = Reason.REQ_NODE_NOT_AVAIL
+                result.descs[job.job_id] = f"ReqNodeNotAvail, UnavailableNodes:{unavailable}"
+                break
             if placement is None:
                 if not blocked:
                     blocked = True
@@ -206,6 +214,39 @@ def run_cycle(snap: Snapshot, reg: Registry) -> CycleResult:
             if task is None:
                 break
     return result
+
+
+_UNAVAILABLE = frozenset({NodeState.DOWN, NodeState.DRAINED, NodeState.DRAINING})
+
+
+def _needs_unavailable(job: Job, req: NodeRequest, snap: Snapshot, reg: Registry) -> str | None:
+    """When the job cannot start on the nodes that are up even once every job has ended,
+    though it could with the drained or down ones (slurmctld's ESLURM_NODE_NOT_AVAIL,
+    Reason=ReqNodeNotAvail, which does not block the jobs behind it): the unavailable nodes
+    of its partition (of its -w list, when given), as slurmctld names them. Else None."""
+    down = [f.node for f in snap.free.values() if f.node.state in _UNAVAILABLE]
+    if not down:
+        return None
+    empty = {
+        name: NodeFree(
+            f.node, f.node.cpus, f.node.memory_mb, frozenset(g.index for g in f.node.gpus)
+        )
+        for name, f in snap.free.items()
+    }
+    if len(_candidates(req, empty, reg, snap)) >= req.nodes:
+        return None
+    healed = {
+        name: replace(e, node=replace(e.node, state=NodeState.IDLE)) for name, e in empty.items()
+    }
+    if len(_candidates(req, healed, reg, snap)) < req.nodes:
+        return None
+    parts = set(job.partition.split(","))
+    names = [
+        n.name
+        for n in down
+        if parts & set(n.partitions) and (not req.nodelist or n.name in req.nodelist)
+    ]
+    return compress(names)
 
 
 def _nodelist(job: Job) -> tuple[str, ...]:

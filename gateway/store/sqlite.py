@@ -25,14 +25,22 @@ from gateway.model.codec import job_from_dict, job_to_dict, step_from_dict, step
 from gateway.model.job import Job, Step
 from gateway.store.attempts import finished_attempt, migrate_to_attempts
 from gateway.store.base import JobQuery, StoredEvent, StoreError, Submission
+from gateway.store.node_admin import (
+    NODE_ADMIN_DDL,
+    NodeAdmin,
+    load_node_admin,
+    migrate_to_node_admin,
+    save_node_admin,
+)
 from gateway.store.textcodec import env_from_db, env_to_db, script_from_db, script_to_db
 
 __all__ = ["Batch", "SqliteStore", "store_error"]
 
 log = logging.getLogger("caldera.store")
 
-_SCHEMA_VERSION = 3  # 2: submission tokens; 3: attempts of requeued jobs, steps per run
-_SCHEMA = """
+_SCHEMA_VERSION = 4  # 2: submission tokens; 3: attempts, steps per run; 4: drained nodes
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
     job_id INTEGER PRIMARY KEY,
@@ -65,6 +73,8 @@ CREATE TABLE IF NOT EXISTS submissions (uid INTEGER NOT NULL, token TEXT NOT NUL
 CREATE TABLE IF NOT EXISTS attempts (job_id INTEGER NOT NULL, run INTEGER NOT NULL,
                                      doc BLOB NOT NULL, PRIMARY KEY (job_id, run));
 """
+    + NODE_ADMIN_DDL
+)
 _TOKEN_TTL_S = 7 * 86400  # a retry comes within seconds; a week is generous
 _DECODE_ERRORS = (ValueError, KeyError, TypeError, AttributeError)
 
@@ -139,7 +149,7 @@ class SqliteStore:
                 conn.execute(
                     "INSERT INTO meta(key, value) VALUES ('schema', ?)", (str(_SCHEMA_VERSION),)
                 )
-            elif int(row[0]) in (1, 2):  # 2 had no attempts, 1 no submission tokens either
+            elif int(row[0]) in (1, 2, 3):  # 3: no drained nodes, 2 no attempts, 1 no tokens
                 self._migrate(conn)
             elif int(row[0]) != _SCHEMA_VERSION:
                 raise StoreError(
@@ -151,6 +161,8 @@ class SqliteStore:
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         old = migrate_to_attempts(conn, _SCHEMA)
+        if migrate_to_node_admin(conn) and old is None:
+            old = 3
         if old is not None:
             log.info("%s: schema migrated from version %d to %d", self.path, old, _SCHEMA_VERSION)
 
@@ -422,6 +434,18 @@ class SqliteStore:
             "SELECT job_id, time, kind, detail FROM events WHERE job_id=? ORDER BY seq", (job_id,)
         )
         return [StoredEvent(r[0], r[1], r[2], orjson.loads(r[3])) for r in rows]
+
+    def node_admin(self) -> dict[str, NodeAdmin]:
+        """Drained nodes by name."""
+        try:
+            return load_node_admin(self._conn())
+        except sqlite3.Error as exc:
+            raise store_error(self.path, exc) from exc
+
+    def set_node_admin(self, drain: Sequence[NodeAdmin], resume: Sequence[str]) -> None:
+        """Drain and resume nodes in one durable transaction."""
+        with self._tx() as conn:
+            save_node_admin(conn, drain, resume)
 
     def close(self) -> None:
         """Close this thread's connection."""

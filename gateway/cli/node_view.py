@@ -1,0 +1,41 @@
+"""The /v1/nodes document as the node formatters take it: nodes, and what slurmctld
+reports beside them (CPUs and memory allocated, who drained a node and when)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.compat.fmt_common import NodeExtras
+from gateway.model.cluster import ClusterState
+from gateway.model.codec import node_from_dict, partition_from_dict
+
+__all__ = ["nodes_view"]
+
+_EXTRA_KEYS = (
+    "alloc_cpus",
+    "alloc_memory_mb",
+    "cluster",
+    "reason_time",
+    "reason_user",
+    "reason_uid",
+)
+
+
+def nodes_view(data: dict[str, Any]) -> tuple[ClusterState, dict[str, NodeExtras]]:
+    """One ClusterState of every node and partition, and each node's extras."""
+    nodes = []
+    extras: dict[str, NodeExtras] = {}
+    for raw in data["nodes"]:
+        node = node_from_dict({k: v for k, v in raw.items() if k not in _EXTRA_KEYS})
+        nodes.append(node)
+        when = raw.get("reason_time")
+        extras[node.name] = NodeExtras(
+            alloc_cpus=int(raw.get("alloc_cpus", 0)),
+            alloc_memory=int(raw.get("alloc_memory_mb", 0)),
+            reason_time=None if when is None else float(when),
+            reason_user=raw.get("reason_user"),
+            reason_uid=raw.get("reason_uid"),
+        )
+    parts = tuple(partition_from_dict(p) for p in data["partitions"])
+    name = data["nodes"][0].get("cluster", "caldera") if data["nodes"] else "caldera"
+    return ClusterState(name=name, nodes=tuple(nodes), partitions=parts), extras

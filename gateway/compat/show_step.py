@@ -1,0 +1,43 @@
+"""`scontrol show step`: a running step's record as `slurm_sprint_job_step_info` prints it.
+
+The batch step has no CPUs, TRES, distribution or srun of its own (`CPUs=0 TRES=(null)`,
+`SrunHost:Pid=(null):0`); an srun step shows what it was given. A step's time limit is the
+job's only when srun set one (`--time`), which Caldera does not record: UNLIMITED.
+"""
+
+from __future__ import annotations
+
+from gateway.compat.fmt_common import make_time_str
+from gateway.compat.hostlist import compress
+from gateway.model.job import Job, Step
+
+__all__ = ["show_step"]
+
+_NULL = "(null)"
+
+
+def show_step(step: Step, job: Job, *, one_liner: bool = False) -> str:
+    """One step record (ends with a blank line, or one newline with -o)."""
+    numbered = step.step_id.isdigit()
+    step_id = f"{job.job_id}.{step.step_id}"
+    if job.array_job_id and job.array_task_id is not None:
+        step_id = f"{job.array_job_id}_{job.array_task_id}.{step.step_id}"
+    ex = step.extra
+    cpus = step.cpus if numbered else 0
+    tres = ex.get("tres_alloc") or (
+        f"cpu={step.cpus},node={len(step.nodes) or 1}" if numbered else _NULL
+    )
+    freq = "CPUFreqReq=Default" + (f" Dist={ex.get('dist', 'Block')}" if numbered else "")
+    host = ex.get("srun_host") or (job.nodes[0] if numbered and job.nodes else _NULL)
+    pid = ex.get("srun_pid", "0")
+    lines = [
+        f"StepId={step_id} UserId={job.uid} StartTime={make_time_str(step.start_time)} "
+        "TimeLimit=UNLIMITED",
+        f"State={step.state.long} Partition={job.partition} NodeList={compress(step.nodes)}",
+        f"Nodes={len(step.nodes)} CPUs={cpus} Tasks={step.ntasks} Name={step.name} Network={_NULL}",
+        f"TRES={tres}",
+        f"ResvPorts={_NULL}",
+        freq,
+        f"SrunHost:Pid={host}:{pid}",
+    ]
+    return (" ".join(lines) + "\n") if one_liner else ("\n   ".join(lines) + "\n\n")

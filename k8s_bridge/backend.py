@@ -7,7 +7,8 @@ submit()   renders the gang, checks the cluster's bound on not-yet-running pods 
            controller, which retries until it answers.
 controller a thread: informers (list + watch) of the gang pods, nodes and, for Caldera's
            binder, every bound pod; each tick it finishes creations, places and binds waiting
-           gangs (mode CALDERA), turns pod phases into job verdicts, enforces time limits,
+           gangs (mode CALDERA; withdraw.py hands back gateway-placed gangs that cannot be
+           bound), turns pod phases into job verdicts, enforces time limits,
            kills what remains of an ended gang and cleans up.
 poll()     hands out events (non-blocking). A verdict handed out by one poll() is taken as
            stored by the gateway at the next poll(): only then are its objects deleted, so
@@ -66,6 +67,7 @@ from k8s_bridge.ratelimit import TokenBucket
 from k8s_bridge.reconcile import adoption_launch, index_pods, index_roots
 from k8s_bridge.render import TranslationError, render_gang, without_podgroup
 from k8s_bridge.request import GangRequest
+from k8s_bridge.withdraw import Withdrawals, resubmitted
 
 __all__ = ["KubernetesBackend"]
 
@@ -124,6 +126,7 @@ class KubernetesBackend:
         self.objects = GangObjects(
             self.client, self.namespace, cluster, self._pool, self.opts.kill_wait_s
         )
+        self.withdrawals = Withdrawals(self.client, self.objects, self.opts.withdraw_after_s)
         mine = {LABEL_MANAGED: MANAGED_BY, LABEL_CLUSTER: label_value(cluster)}
         self._selector = selector(mine)
         self.pods: Informer[PodState] = Informer(
@@ -235,7 +238,7 @@ class KubernetesBackend:
         with self._lock:
             existing = self._gangs.get((req.job_id, req.attempt))
             if existing is not None:
-                return existing.backend_id
+                return resubmitted(existing, self.name)
         try:
             mode = self.mode()
             podgroups = mode is not GangMode.CALDERA or self._podgroups()
@@ -252,8 +255,9 @@ class KubernetesBackend:
         if not podgroups:
             manifests = without_podgroup(manifests)
         with self._lock:
-            if (req.job_id, req.attempt) in self._gangs:
-                return names.base
+            existing = self._gangs.get((req.job_id, req.attempt))
+            if existing is not None:
+                return resubmitted(existing, self.name)
             waiting = sum(g.not_running() for g in self._gangs.values())
             if waiting and waiting + manifests.ranks > self.opts.max_pending_pods:
                 raise BackendError(
@@ -565,6 +569,10 @@ class KubernetesBackend:
                 gang = self._gangs.get((demand.job.job_id, demand.job.restart_count))
                 if gang is not None:
                     gang.nodes = nodes
+            unfit = [g for g in unplaced if g.nodes is None]
+            for gang, verdict in self.withdrawals.due(unfit, self.nodes.items(), time.monotonic()):
+                log.info("job %s withdrawn: %s", gang.names.job_id, verdict.message)
+                self._decided(gang, verdict)
         work = []
         for gang in gangs:
             if gang.nodes is None:

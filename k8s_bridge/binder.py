@@ -8,7 +8,8 @@ kube-scheduler keeps them) and goes through the waiting gangs in order, all rank
 - A gang the gateway placed (one node per rank, `GangDemand.hint`) is bound as decided:
   the binder verifies that every rank still fits its node (free resources, node state,
   the pod's nodeSelector/affinity) and binds it; it never moves the gang. A gang whose
-  placement does not fit yet keeps its pods unbound and is tried again on the next pass;
+  placement does not fit yet keeps its pods unbound and is tried again on the next pass
+  (the backend hands it back to the gateway when that lasts: k8s_bridge/withdraw.py);
   the gangs behind it were placed by the gateway too and go ahead.
 - A gang without a placement (submitted to the backend directly, not through the
   gateway's scheduler) is placed here with the gateway's own placement function

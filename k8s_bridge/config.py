@@ -26,7 +26,13 @@ from typing import Any
 
 from k8s_bridge.options import GangMode, K8sOptions, Toleration
 
-__all__ = ["KubeClusterConfig", "make_kubernetes_backends", "parse_kubernetes_config"]
+__all__ = [
+    "KubeClusterConfig",
+    "KubeConfigError",
+    "make_kubernetes_backends",
+    "parse_kubernetes_cluster",
+    "parse_kubernetes_config",
+]
 
 _CONNECTION = ("name", "kubeconfig", "context", "server", "token_file", "ca_file", "volcano")
 _OPTION_FIELDS = {f.name: f for f in fields(K8sOptions)}
@@ -152,6 +158,14 @@ def _cluster(
     if "server" in connection and "kubeconfig" in connection:
         raise KubeConfigError(f"{where}: give either kubeconfig or server, not both")
     return KubeClusterConfig(name=name, options=K8sOptions(**options), **connection)
+
+
+def parse_kubernetes_cluster(
+    table: Mapping[str, Any], where: str, *, def_mem_per_cpu_mb: int = 0, kill_wait_s: int = 30
+) -> KubeClusterConfig:
+    """One cluster's table (a `[[kubernetes.cluster]]`, or a `[[cluster]]` of caldera.toml
+    without its `kind`); `where` starts every error message."""
+    return _cluster(where, table, def_mem_per_cpu_mb, kill_wait_s)
 
 
 def parse_kubernetes_config(

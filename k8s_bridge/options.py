@@ -105,5 +105,8 @@ class K8sOptions:
     request_timeout_s: float = 15.0
     # lifecycle
     resync_s: float = 0.5  # controller tick when nothing happens
+    # a gang the gateway placed whose nodes cannot take it for this long is handed back
+    # (withdrawn) to be placed again; at once when a placed node no longer exists
+    withdraw_after_s: float = 30.0
     watch_timeout_s: int = 240
     delete_orphans: bool = True  # reconcile() deletes objects of jobs the gateway does not run

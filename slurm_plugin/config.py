@@ -38,6 +38,7 @@ __all__ = [
     "SubmitAs",
     "Transport",
     "load_slurm_config",
+    "parse_slurm_cluster",
     "parse_slurm_config",
 ]
 
@@ -272,7 +273,10 @@ def _cluster(where: str, data: Any) -> SlurmClusterConfig:
     name = _str(where, data, "name")
     if not name:
         raise _err(where, "name is required")
-    where = f"{where} ({name})"
+    return _named_cluster(f"{where} ({name})", name, data)
+
+
+def _named_cluster(where: str, name: str, data: Mapping[str, Any]) -> SlurmClusterConfig:
     transport = _enum(where, data, "transport", Transport, Transport.CLI)
     rest_url = _str(where, data, "rest_url")
     if transport is Transport.REST and not rest_url:
@@ -315,6 +319,13 @@ def _cluster(where: str, data: Any) -> SlurmClusterConfig:
         native_dependencies=bool(data.get("native_dependencies", True)),
         **kwargs,
     )
+
+
+def parse_slurm_cluster(name: str, data: Mapping[str, Any], where: str) -> SlurmClusterConfig:
+    """One named cluster's table (a `[[cluster]]` of caldera.toml, without its `kind`);
+    `where` (which names the cluster) starts every error message."""
+    _check_keys(where, data, _CLUSTER_KEYS)
+    return _named_cluster(where, name, data)
 
 
 def parse_slurm_config(data: Mapping[str, Any], where: str = "slurm config") -> SlurmSiteConfig:

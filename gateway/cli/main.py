@@ -55,10 +55,12 @@ def cli() -> None:
 )
 def up(foreground: bool, timeout: float, force_damaged_store: bool) -> None:
     """Start the gateway (store, scheduler, local backend, API on a Unix socket)."""
+    from gateway.control.backends import cluster_plans
     from gateway.store.startup import FORCE_ENV, HOME_MODE, READY_ENV
 
     try:
         config = load_config()
+        cluster_plans(config)  # each cluster's own settings, read by its adapter's parser
     except (OSError, ValueError) as exc:  # ValueError: a bad caldera.toml
         _fail(f"cannot start the gateway: {exc}")
     if _ping():

@@ -1,20 +1,74 @@
-"""Which backends a gateway runs with (the local one by default)."""
+"""The composition root: which backends a gateway runs with (the local one by default).
+
+This is the only module under gateway/ that imports adapters (containers.backend,
+slurm_plugin, k8s_bridge); each is imported only when a cluster of its kind is configured.
+Every cluster's settings are parsed (by the adapter's own parser) before any backend is
+built, so that a mistake anywhere leaves nothing half-started.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from gateway.control.config import GatewayConfig
+from gateway.control.config import ClusterKind, GatewayConfig
 from gateway.control.site import local_cluster
 from gateway.model.backend import Backend
 from gateway.model.cluster import ClusterState, Gpu
 
-__all__ = ["make_backends"]
+if TYPE_CHECKING:
+    from k8s_bridge.config import KubeClusterConfig
+    from slurm_plugin.config import SlurmClusterConfig
+
+__all__ = ["ClusterPlans", "cluster_plans", "make_backends"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPlans:
+    """The typed settings of every Slurm and Kubernetes cluster, from either form
+    (`[[cluster]]` or the `[slurm]`/`[kubernetes]` tables), in file order."""
+
+    slurm: tuple[SlurmClusterConfig, ...] = ()
+    kubernetes: tuple[KubeClusterConfig, ...] = ()
+
+
+def cluster_plans(config: GatewayConfig) -> ClusterPlans:
+    """Parse every non-local cluster's settings; raises ValueError naming the place."""
+    slurm: list[SlurmClusterConfig] = []
+    kube: list[KubeClusterConfig] = []
+    sizing: dict[str, Any] = {
+        "def_mem_per_cpu_mb": config.def_mem_per_cpu_mb,
+        "kill_wait_s": config.kill_wait_s,
+    }
+    if config.slurm:
+        from slurm_plugin.config import parse_slurm_config
+
+        slurm.extend(parse_slurm_config(config.slurm, "[slurm]").clusters)
+    if config.kubernetes:
+        from k8s_bridge.config import parse_kubernetes_config
+
+        kube.extend(parse_kubernetes_config(config.kubernetes, **sizing))
+    for entry in config.clusters:
+        if entry.kind is ClusterKind.SLURM:
+            from slurm_plugin.config import parse_slurm_cluster
+
+            slurm.append(parse_slurm_cluster(entry.name, entry.settings, entry.where))
+        elif entry.kind is ClusterKind.KUBERNETES:
+            from k8s_bridge.config import parse_kubernetes_cluster
+
+            kube.append(parse_kubernetes_cluster(entry.settings, entry.where, **sizing))
+    return ClusterPlans(tuple(slurm), tuple(kube))
 
 
 def make_backends(config: GatewayConfig) -> tuple[dict[str, Backend], dict[str, ClusterState]]:
     """The configured backends by cluster name, and the sites whose nodes and partitions
     come from the configuration rather than from the backend (the local machine)."""
+    plans = cluster_plans(config)
+    names = [config.cluster_name, *(c.name for c in plans.slurm)]
+    names += [c.name for c in plans.kubernetes]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise ValueError(f"cluster name {dup!r} is configured twice")
     from containers.backend import LocalBackend
 
     site = local_cluster(config)
@@ -36,24 +90,12 @@ def make_backends(config: GatewayConfig) -> tuple[dict[str, Backend], dict[str, 
         proctrack=config.proctrack,
     )
     backends: dict[str, Backend] = {config.cluster_name: local}
-    if config.slurm:
-        from slurm_plugin import make_slurm_backends, parse_slurm_config
+    if plans.slurm:
+        from slurm_plugin import SlurmSiteConfig, make_slurm_backends
 
-        _add(backends, make_slurm_backends(parse_slurm_config(config.slurm, "[slurm]")))
-    if config.kubernetes:
-        from k8s_bridge.config import make_kubernetes_backends, parse_kubernetes_config
+        backends.update(make_slurm_backends(SlurmSiteConfig(plans.slurm)))
+    if plans.kubernetes:
+        from k8s_bridge.config import make_kubernetes_backends
 
-        clusters = parse_kubernetes_config(
-            config.kubernetes,
-            def_mem_per_cpu_mb=config.def_mem_per_cpu_mb,
-            kill_wait_s=config.kill_wait_s,
-        )
-        _add(backends, make_kubernetes_backends(clusters))
+        backends.update(make_kubernetes_backends(list(plans.kubernetes)))
     return backends, {config.cluster_name: site}
-
-
-def _add(backends: dict[str, Backend], more: Mapping[str, Backend]) -> None:
-    for name, backend in more.items():
-        if name in backends:
-            raise ValueError(f"cluster name {name!r} is configured twice")
-        backends[name] = backend

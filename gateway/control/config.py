@@ -9,13 +9,48 @@ from __future__ import annotations
 import os
 import socket
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-__all__ = ["GatewayConfig", "LocalNodeConfig", "PartitionConfig", "default_home", "load_config"]
+__all__ = [
+    "ClusterEntry",
+    "ClusterKind",
+    "ConfigError",
+    "GatewayConfig",
+    "LocalNodeConfig",
+    "PartitionConfig",
+    "default_home",
+    "load_config",
+]
+
+
+class ConfigError(ValueError):
+    """caldera.toml is wrong; the message names the file and the place."""
+
+
+class ClusterKind(Enum):
+    """What runs a cluster's jobs: this machine, a Slurm cluster, a Kubernetes cluster."""
+
+    LOCAL = "local"
+    SLURM = "slurm"
+    KUBERNETES = "kubernetes"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEntry:
+    """A `[[cluster]]` of caldera.toml other than the local one. Its kind's own keys are
+    kept as written: the adapter's parser reads them when backends are built
+    (gateway/control/backends.py), so that no module but that one imports adapters."""
+
+    name: str
+    kind: ClusterKind
+    settings: Mapping[str, Any]  # the table without `kind`; `name` included
+    where: str  # "<file>: [[cluster]] #2", the start of every message about it
 
 
 def default_home() -> Path:
@@ -90,6 +125,9 @@ class GatewayConfig:
     # how the local backend tracks each job's processes (containers.proctrack): auto,
     # cgroup2, freezer (cgroup v1) or session
     proctrack: str = "auto"
+    # Slurm and Kubernetes clusters from [[cluster]] tables (the local one sets the fields
+    # above instead)
+    clusters: tuple[ClusterEntry, ...] = ()
     # Slurm clusters behind the gateway: the [slurm] table (slurm_plugin/clusters.example.toml)
     slurm: dict[str, Any] | None = None
     # Kubernetes clusters behind the gateway: the [kubernetes] table (k8s_bridge/config.py)
@@ -144,10 +182,95 @@ def load_config(home: Path | None = None, **overrides: Any) -> GatewayConfig:
     if path.exists():
         with path.open("rb") as fh:
             data = tomllib.load(fh)
-        known = {f.name for f in fields(GatewayConfig)}
+        known = {f.name for f in fields(GatewayConfig)} - {"clusters"}
         for key, value in data.items():
+            if key == "cluster":
+                continue
             if key not in known:
-                raise ValueError(f"{path}: unknown setting {key!r}")
+                raise ConfigError(f"{path}: unknown setting {key!r}")
             values[key] = _coerce(key, value)
+        if "cluster" in data:
+            _clusters(str(path), data, values)
     values.update(overrides)
     return GatewayConfig(**values)
+
+
+_LOCAL_KEYS = {"name", "kind", "nodes", "partitions"}
+_KINDS = ", ".join(k.value for k in ClusterKind)
+
+
+def _table_names(data: Mapping[str, Any], table: str) -> dict[str, str]:
+    """The cluster names an old-style `[slurm]`/`[kubernetes]` table declares, and where."""
+    section = data.get(table)
+    items = section.get("cluster") if isinstance(section, dict) else None
+    if not isinstance(items, list):
+        return {}
+    return {
+        c["name"]: f"[{table}].cluster[{i}]"
+        for i, c in enumerate(items)
+        if isinstance(c, dict) and isinstance(c.get("name"), str)
+    }
+
+
+def _clusters(path: str, data: Mapping[str, Any], values: dict[str, Any]) -> None:
+    """Check the `[[cluster]]` tables and put them in `values`; nothing is put there unless
+    every table is right."""
+    items = data["cluster"]
+    if not isinstance(items, list):
+        raise ConfigError(f"{path}: cluster must be an array of tables ([[cluster]])")
+    used = {**_table_names(data, "slurm"), **_table_names(data, "kubernetes")}
+    local: dict[str, Any] = {}
+    entries: list[ClusterEntry] = []
+    for i, item in enumerate(items, 1):
+        where = f"{path}: [[cluster]] #{i}"
+        if not isinstance(item, dict):
+            raise ConfigError(f"{where}: must be a table")
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{where}: name (the cluster's name in Caldera) is required")
+        where = f"{where} ({name})"
+        try:
+            kind = ClusterKind(item.get("kind"))
+        except ValueError:
+            got = item.get("kind")
+            what = "kind is required" if got is None else f"unknown kind {got!r}"
+            raise ConfigError(f"{where}: {what} (one of {_KINDS})") from None
+        if name in used:
+            raise ConfigError(f"{where}: cluster name {name!r} is also configured by {used[name]}")
+        used[name] = f"[[cluster]] #{i}"
+        if kind is ClusterKind.LOCAL:
+            if local:
+                raise ConfigError(f"{where}: only one cluster may be of kind 'local'")
+            local = _local(where, item, data)
+            continue
+        settings = {k: v for k, v in item.items() if k != "kind"}
+        entries.append(ClusterEntry(name, kind, settings, where))
+    local_name = local.get("cluster_name", values.get("cluster_name", "caldera"))
+    for entry in entries:
+        if entry.name == local_name:
+            raise ConfigError(
+                f"{entry.where}: cluster name {entry.name!r} is the local cluster's (cluster_name)"
+            )
+    values.update(local)
+    values["clusters"] = tuple(entries)
+
+
+def _local(where: str, item: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
+    """The top-level settings a `kind = "local"` cluster stands for."""
+    unknown = sorted(set(item) - _LOCAL_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown setting(s) {', '.join(map(repr, unknown))} for kind 'local'"
+        )
+    if "cluster_name" in data and data["cluster_name"] != item["name"]:
+        raise ConfigError(
+            f"{where}: the local cluster is named {item['name']!r} here and "
+            f"{data['cluster_name']!r} by cluster_name; keep one"
+        )
+    out: dict[str, Any] = {"cluster_name": item["name"]}
+    for key in ("nodes", "partitions"):
+        if key in item:
+            if key in data:
+                raise ConfigError(f"{where}: {key} is also set at the top level; keep one")
+            out[key] = _coerce(key, item[key])
+    return out

@@ -12,7 +12,7 @@ from gateway.model.backend import BackendEvent, EventKind
 from gateway.model.job import Job
 from gateway.model.state import JobState, Reason
 
-__all__ = ["after_event", "ended", "requeued"]
+__all__ = ["after_event", "ended", "requeued", "withdrawn"]
 
 
 def ended(
@@ -50,6 +50,26 @@ def requeued(job: Job, now: float) -> Job:
     )
 
 
+def withdrawn(job: Job, reason: Reason, message: str | None) -> Job:
+    """The job back in the queue because its backend handed it back before it started (the
+    placement could not be bound): the same run, placed again by the next cycle. Unlike a
+    requeue nothing ran, so neither the restart count nor the submit time (its priority
+    age) change."""
+    return replace(
+        job,
+        state=JobState.PENDING,
+        reason=reason,
+        state_desc=message,
+        start_time=None,
+        end_time=None,
+        nodes=(),
+        placement=(),
+        num_cpus=0,
+        backend_id=None,
+        exit_code=0,
+    )
+
+
 def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -> Job | None:
     """The job after one backend event (None: no change). `requeue_default` is the site's
     JobRequeue, used when the job did not say --requeue or --no-requeue; a lost job ends
@@ -74,6 +94,8 @@ def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -
         if requeue:
             return requeued(job, now)
         return ended(job, JobState.NODE_FAIL, now, 0, Reason.NODE_DOWN)
+    if ev.kind is EventKind.WITHDRAWN and handed:
+        return withdrawn(job, ev.reason or Reason.RESOURCES, ev.message)
     if ev.kind is EventKind.STARTED and not job.state.is_finished:
         # a backend that queues jobs itself (Slurm) reports its own state and reason
         changed = replace(job, backend_id=job.backend_id or ev.backend_id)

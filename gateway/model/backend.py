@@ -67,6 +67,9 @@ class EventKind(Enum):
     FINISHED = "finished"
     STEP = "step"  # a step started or ended (sacct)
     LOST = "lost"  # the backend no longer knows the job (node or supervisor gone)
+    # the backend handed back a job it never started (its placement can no longer be bound;
+    # nothing of it is left): the job waits again and the gateway places it anew, same run
+    WITHDRAWN = "withdrawn"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

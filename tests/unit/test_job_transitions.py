@@ -143,3 +143,31 @@ def test_a_job_that_started_and_ended_between_two_polls_keeps_the_backends_start
     out = after_event(_running(), ev, requeue_default=False, now=NOW + 6)
     assert out is not None
     assert (out.start_time, out.end_time) == (NOW, NOW + 5)
+
+
+def test_a_withdrawn_job_waits_again_as_the_same_run() -> None:
+    job = replace(_running(), restart_count=2, submit_time=NOW - 600, num_cpus=4)
+    ev = BackendEvent(
+        job_id=7,
+        kind=EventKind.WITHDRAWN,
+        time=NOW,
+        reason=Reason.REQ_NODE_NOT_AVAIL,
+        message="node n01 no longer exists",
+        run=2,
+    )
+    out = after_event(job, ev, requeue_default=True, now=NOW + 5)
+    assert out is not None
+    assert (out.state, out.reason, out.state_desc) == (
+        JobState.PENDING,
+        Reason.REQ_NODE_NOT_AVAIL,
+        "node n01 no longer exists",
+    )
+    assert (out.restart_count, out.submit_time) == (2, NOW - 600)  # not a restart
+    assert (out.start_time, out.end_time, out.nodes, out.placement) == (None, None, (), ())
+    assert (out.backend_id, out.num_cpus) == (None, 0)
+    # without a reason the job waits for resources; a finished job is not brought back
+    plain = after_event(job, replace(ev, reason=None), requeue_default=True, now=NOW)
+    assert plain is not None
+    assert plain.reason is Reason.RESOURCES
+    done = replace(job, state=JobState.COMPLETED)
+    assert after_event(done, ev, requeue_default=True, now=NOW) is None

@@ -2,7 +2,8 @@
 
 1. `scontrol release <2,000 ids>` of 2,000 separate held jobs, and `scontrol release
    <id>_[0-1999]` of a held 2,000-task array (goal: <= 1 s each, was 12.7 s);
-2. `squeue` with 10,000 jobs queued (default format, `-o %i`, `--json`; goal <= 150 ms).
+2. `squeue` with 10,000 jobs queued (default format, `-o %i`, `--json`; goal <= 150 ms),
+   rendered by the gateway, then by the command itself (the text must be the same bytes).
 
 Every job is submitted held with `--begin=now+1days`, so a released job stays queued
 (BeginTime) and can be held again for the next run: nothing ever runs.
@@ -125,6 +126,9 @@ def bench_squeue(env: dict[str, str], sock: str, runs: int) -> dict[str, object]
     raw = [_curl(sock) for _ in range(runs)]  # the server's part: bytes, nothing decoded
     print(f"GET /v1/jobs as bytes (curl): {figures(raw)}")
     out["api_bytes"] = summary(raw)
+    # TZ=":/etc/localtime" names the gateway's zone (TZ unset) differently: the command
+    # then renders itself from GET /v1/jobs, as before POST /v1/squeue/render
+    here = {**env, "TZ": ":/etc/localtime"}
     for argv in (["squeue"], ["squeue", "-o", "%i"], ["squeue", "--json"]):
         times: list[float] = []
         for _ in range(runs):
@@ -132,7 +136,14 @@ def bench_squeue(env: dict[str, str], sock: str, runs: int) -> dict[str, object]
             times.append(elapsed)
         lines = len(json.loads(stdout)["jobs"]) if "--json" in argv else stdout.count("\n") - 1
         print(f"{' '.join(argv)} ({lines} jobs): {figures(times)} (goal <= 150 ms)")
-        out[" ".join(argv)] = {**summary(times), "jobs": lines}
+        local: list[float] = []
+        for _ in range(runs):
+            elapsed, text = timed(argv, here)
+            local.append(elapsed)
+            if text != stdout:  # every job is pending: nothing moves with the clock
+                raise SystemExit(f"{' '.join(argv)}: the gateway's text differs from the command's")
+        print(f"{' '.join(argv)}, rendered by the command (same bytes): {figures(local)}")
+        out[" ".join(argv)] = {**summary(times), "jobs": lines, "command_renders": summary(local)}
     return out
 
 

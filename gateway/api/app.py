@@ -27,6 +27,7 @@ from gateway.api.jobs_doc import JobsDocument
 from gateway.api.node_routes import node_router
 from gateway.api.peercred import PEER_KEY
 from gateway.api.privacy import script_answer
+from gateway.api.squeue_route import squeue_router
 from gateway.compat.errors import CompatError
 from gateway.compat.optypes import EarlyExit, ParseContext
 from gateway.compat.sbatch import first_pass
@@ -328,6 +329,7 @@ def build_app(gw: Gateway) -> FastAPI:
     )
     install_validation_handler(app)
     app.include_router(node_router(gw, _caller, _site))
+    app.include_router(squeue_router(gw, _caller, _site))
 
     @app.exception_handler(StoreError)
     async def store_failed(request: Request, exc: StoreError) -> JSONResponse:

@@ -7,7 +7,7 @@ from typing import Any
 
 from gateway.cli.fastclient import FastClient, FastClientError
 from gateway.cli.paths import socket_path
-from gateway.compat.job_fields import SiteDefaults
+from gateway.compat.job_fields import site_from
 from gateway.model.cluster import ClusterState
 from gateway.model.codec import job_from_dict, node_from_dict, partition_from_dict
 from gateway.model.job import Job
@@ -49,18 +49,6 @@ def call(method: str, url: str, body: Any = None) -> Any:
             raise GatewayError(str(detail.get("message", detail)))
         raise GatewayError(str(detail))
     return data
-
-
-def site_from(data: dict[str, Any]) -> SiteDefaults:
-    """Site defaults as the gateway reports them."""
-    site = data.get("site") or {}
-    return SiteDefaults(
-        default_partition=site.get("default_partition", "debug"),
-        partition_time={k: int(v) for k, v in (site.get("partition_time") or {}).items()},
-        def_mem_per_cpu_mb=site.get("def_mem_per_cpu_mb"),
-        def_mem_per_node_mb=site.get("def_mem_per_node_mb"),
-        job_requeue=bool(site.get("job_requeue", True)),
-    )
 
 
 def fetch_jobs(url: str = "/v1/jobs") -> tuple[list[Job], float, dict[str, Any]]:

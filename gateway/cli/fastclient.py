@@ -69,12 +69,13 @@ class FastClient:
         return head
 
     def _read_n(self, sock: Socket, n: int) -> bytes:
-        while len(self._buf) < n:
-            chunk = sock.recv(max(65536, n - len(self._buf)))
+        buf = bytearray(self._buf)  # appending to bytes copies: quadratic on a large body
+        while len(buf) < n:
+            chunk = sock.recv(max(65536, n - len(buf)))
             if not chunk:
                 raise AnswerLost("connection closed by the gateway")
-            self._buf += chunk
-        data, self._buf = self._buf[:n], self._buf[n:]
+            buf += chunk
+        data, self._buf = bytes(buf[:n]), bytes(buf[n:])
         return data
 
     def request(self, method: str, url: str, body: Any = None) -> tuple[int, Any]:

@@ -6,14 +6,17 @@ import os
 import pwd
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from gateway.cli.common import GatewayError, call, fetch_jobs, site_from, write_out
 from gateway.cli.opts import CmdOption, CmdUsageError, ParsedCmd, parse_command
 from gateway.compat.options_help import SLURM_COMPAT_VERSION
-from gateway.compat.squeue_fmt import SqueueOptions, render_squeue
-from gateway.model.codec import step_from_dict
-from gateway.model.job import Job, Step
 from gateway.model.state import JobState
+
+if TYPE_CHECKING:
+    from gateway.model.job import Job
+
+# The gateway renders (POST /v1/squeue/render): the job model, its codec and the
+# formatters are imported only to render here, when the gateway cannot.
 
 __all__ = ["main"]
 
@@ -143,7 +146,10 @@ def _operands(opts: ParsedCmd) -> None:
 def _steps(jobs: list[Job], now: float, opts: ParsedCmd) -> int:
     """squeue -s [step list]: the running steps of running jobs (from the step records the
     backends report while jobs run)."""
+    from gateway.cli.common import GatewayError, call, write_out
     from gateway.compat.squeue_steps import render_steps
+    from gateway.model.codec import step_from_dict
+    from gateway.model.job import Step
 
     ids = {w.split("_")[0] for w in _split(opts.text("jobs"))}
     users = set(_users(opts.text("users"))) if opts.text("users") else None
@@ -180,6 +186,42 @@ def _steps(jobs: list[Job], now: float, opts: ParsedCmd) -> int:
     return 0
 
 
+def _remote(body: dict[str, Any]) -> tuple[str, str, int] | None:
+    """(stdout, stderr, exit code) as the gateway rendered them; None: render here (the
+    gateway is unreachable or too old, or asks for it), which also says what failed."""
+    from gateway.cli.fastclient import FastClient, FastClientError
+    from gateway.cli.paths import socket_path
+
+    client = FastClient(socket_path())
+    try:
+        status, data = client.request("POST", "/v1/squeue/render", body)
+    except FastClientError:
+        return None
+    finally:
+        client.close()
+    if status != 200 or not isinstance(data, dict) or data.get("fallback"):
+        return None
+    return str(data["stdout"]), str(data["stderr"]), int(data["exit_code"])
+
+
+def _plain(value: object) -> bool:
+    """Whether the request can carry `value` (argv words undecodable as UTF-8 cannot)."""
+    texts = value if isinstance(value, list) else [value]
+    try:
+        for text in texts:
+            if isinstance(text, str):
+                text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _write(text: str, stream: Any) -> None:
+    """Write as Slurm does: bytes, with names cut mid-character kept as they are."""
+    stream.buffer.write(text.encode("utf-8", errors="surrogateescape"))
+    stream.flush()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `squeue` command."""
     args = [_PROG, *(sys.argv[1:] if argv is None else argv)]
@@ -205,6 +247,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CmdUsageError as exc:
         sys.stderr.write("\n".join(exc.lines) + "\n")
         return 1
+    json_out = opts.flag("json") or opts.flag("yaml")
+    if json_out or "steps" not in opts.values:
+        body: dict[str, Any] = {
+            "format": opts.text("format"),
+            "format_long": opts.text("format_long"),
+            "long": opts.flag("long"),
+            "start": opts.flag("start"),
+            "array": opts.flag("array"),
+            "array_unique": opts.flag("array_unique"),
+            "noheader": opts.flag("noheader"),
+            "sort": opts.text("sort"),
+            "states": None if states is None else [s.name for s in states],
+            "all_states": all_states,
+            "job_ids": list(job_ids),
+            "users": list(users),
+            "partitions": list(_split(opts.text("partitions"))),
+            "names": list(_split(opts.text("name"))),
+            "json_out": json_out,
+            "tz": os.environ.get("TZ"),
+        }
+        answer = _remote(body) if all(_plain(v) for v in body.values()) else None
+        if answer is not None:
+            _write(answer[0], sys.stdout)
+            if answer[1]:
+                _write(answer[1], sys.stderr)
+            return answer[2]
+    return _render_here(opts, states, all_states, users, job_ids)
+
+
+def _render_here(
+    opts: ParsedCmd,
+    states: tuple[JobState, ...] | None,
+    all_states: bool,
+    users: tuple[str, ...],
+    job_ids: tuple[str, ...],
+) -> int:
+    """squeue from the GET /v1/jobs document (the gateway did not render)."""
+    from gateway.cli.common import GatewayError, fetch_jobs, site_from, write_out
+    from gateway.compat.squeue_fmt import SqueueOptions, render_squeue
+
     try:
         jobs, now, data = fetch_jobs()
     except GatewayError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time as _time
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.compat.cnum import to_int32
 from gateway.compat.duration import mins_to_str, secs_to_str
@@ -19,7 +20,14 @@ from gateway.compat.quantity import mail_type_str
 from gateway.model.jobspec import JobSpec, Sharing
 from gateway.model.values import INFINITE, GresItem
 
-__all__ = ["JobIdentity", "SiteDefaults", "format_mem", "request_fields", "slurm_time"]
+__all__ = [
+    "JobIdentity",
+    "SiteDefaults",
+    "format_mem",
+    "request_fields",
+    "site_from",
+    "slurm_time",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,3 +204,16 @@ def request_fields(spec: JobSpec, ident: JobIdentity, site: SiteDefaults) -> dic
     if spec.begin:
         out["EligibleTime"] = slurm_time(spec.begin)
     return out
+
+
+def site_from(data: dict[str, Any]) -> SiteDefaults:
+    """Site defaults from the gateway's document (its `site` object), for every command
+    and the gateway's own rendering alike."""
+    site = data.get("site") or {}
+    return SiteDefaults(
+        default_partition=site.get("default_partition", "debug"),
+        partition_time={k: int(v) for k, v in (site.get("partition_time") or {}).items()},
+        def_mem_per_cpu_mb=site.get("def_mem_per_cpu_mb"),
+        def_mem_per_node_mb=site.get("def_mem_per_node_mb"),
+        job_requeue=bool(site.get("job_requeue", True)),
+    )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from gateway.compat.fmt_common import JobExtras, ctime_str, print_str
 from gateway.compat.job_fields import SiteDefaults
@@ -30,6 +31,9 @@ from gateway.compat.squeue_fmt_fields import (
 from gateway.compat.squeue_fmt_sort import sort_rows
 from gateway.model.job import Job
 from gateway.model.state import JobState
+
+if TYPE_CHECKING:
+    from gateway.compat.squeue_fmt_cache import LineCache
 
 __all__ = [
     "DEFAULT_FORMAT_LONG",
@@ -211,11 +215,27 @@ def _combine_pending(rows: list[SqueueRow], opts: SqueueOptions) -> list[SqueueR
     if opts.array:
         return rows
     out = list(rows)
+    # arrays with pending task records: any other meta row keeps its place (a quick test
+    # first: the scan below visits every row for each meta row)
+    split = (
+        set()
+        if opts.array_unique
+        else {
+            r.job.array_job_id
+            for r in rows
+            if r.job.array_task_id is not None and r.job.state is JobState.PENDING
+        }
+    )
     i = 0
     while i < len(out):
         meta = out[i]
         job = meta.job
-        if job.state is not JobState.PENDING or meta.task_str is None or not job.array_pending:
+        if (
+            job.state is not JobState.PENDING
+            or meta.task_str is None
+            or not job.array_pending
+            or job.array_job_id not in split
+        ):
             i += 1
             continue
         tasks: list[int] = []
@@ -347,8 +367,10 @@ def render_squeue(
     *,
     now: float,
     extras: Mapping[int, JobExtras] | None = None,
+    cache: LineCache | None = None,
 ) -> str:
-    """squeue's full text output (each line ends with a newline)."""
+    """squeue's full text output (each line ends with a newline). `cache` (without
+    `extras`): lines kept from earlier calls, for the gateway that renders every squeue."""
     opts = opts or SqueueOptions()
     items = _format_items(opts)
     lines: list[str] = []
@@ -356,10 +378,17 @@ def render_squeue(
         if opts.long:
             lines.append(ctime_str(now))
         lines.append(render_line(items, None))
-    for row in squeue_rows(jobs, opts, now=now, extras=extras):
-        rows = _expand_tasks(row, opts.max_array_size) if opts.array else [row]
+    rows = squeue_rows(jobs, opts, now=now, extras=extras)
+    if opts.array:
+        rows = [r for row in rows for r in _expand_tasks(row, opts.max_array_size)]
+    if cache is not None and extras is None:
+        store = cache.lines_for(items, opts.site)
+        lines.extend(cache.line(store, items, r) for r in rows)
+        cache.trim(store, len(rows))
+    else:
         lines.extend(render_line(items, r) for r in rows)
-    return "".join(line + "\n" for line in lines)
+    lines.append("")
+    return "\n".join(lines)
 
 
 __all__ += ["field_by_letter", "field_by_name", "render_line"]

@@ -62,6 +62,9 @@ class SqueueField:
     right: bool = False
     cut: bool = True  # values: node lists and durations are never cut
     header_cut: bool = True
+    # whether the value reads the clock (`SqueueRow.now`): "" never, "run" unless the job
+    # is pending (time used), "any" always; lines without it can be kept (squeue_fmt_cache)
+    clock: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +217,7 @@ SQUEUE_FIELDS: tuple[SqueueField, ...] = (
     F("C", ("numcpus",), "CPUS", lambda r: str(r.values.num_cpus)),
     F("d", ("mintmpdisk",), "MIN_TMP_DISK", lambda r: r.values.tmp_disk_str),
     F("D", ("numnodes",), "NODES", lambda r: str(r.values.num_nodes), 6, True),
-    F("e", ("endtime",), "END_TIME", _end_time),
+    F("e", ("endtime",), "END_TIME", _end_time, clock="any"),
     F("E", ("dependency",), "DEPENDENCY", lambda r: r.values.dependency),
     F("f", ("feature",), "FEATURES", lambda r: r.values.features),
     F("F", ("arrayjobid",), "ARRAY_JOB_ID", _array_job_id),
@@ -230,10 +233,10 @@ SQUEUE_FIELDS: tuple[SqueueField, ...] = (
     F("K", ("arraytaskid",), "ARRAY_TASK_ID", _array_task_id),
     F("l", ("timelimit",), "TIME_LIMIT", lambda r: _time_limit(r.job.time_limit), 9, True,
       cut=False),
-    F("L", ("timeleft",), "TIME_LEFT", _time_left, cut=False),
+    F("L", ("timeleft",), "TIME_LEFT", _time_left, cut=False, clock="run"),
     F("m", ("minmemory",), "MIN_MEMORY", lambda r: r.values.min_memory_str),
     F("M", ("timeused",), "TIME", lambda r: secs_short(r.values.time_used(r.now)), 10, True,
-      cut=False),
+      cut=False, clock="run"),
     F("n", ("reqnodes",), "REQ_NODES", lambda r: _nodes(r.job.spec.nodelist), cut=False),
     F("N", ("nodelist",), "NODELIST", lambda r: r.values.nodes_str, cut=False, header_cut=False),
     F("o", ("command",), "COMMAND", lambda r: r.values.command),
@@ -305,7 +308,7 @@ SQUEUE_FIELDS: tuple[SqueueField, ...] = (
     F(None, ("numtasks",), "TASKS",
       lambda r: str(NO_VAL if r.values.extras.tasks_unknown else r.values.num_tasks)),
     F(None, ("origin",), "ORIGIN", lambda r: "NA"),
-    F(None, ("pendingtime",), "PENDING_TIME", _pending_time),
+    F(None, ("pendingtime",), "PENDING_TIME", _pending_time, clock="any"),
     F(None, ("prefer",), "PREFER", lambda r: None),
     F(None, ("preempttime",), "PREEMPT_TIME", lambda r: "N/A"),
     F(None, ("profile",), "PROFILE", lambda r: "NotSet"),

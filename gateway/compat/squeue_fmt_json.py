@@ -23,7 +23,7 @@ from gateway.model.jobspec import Sharing
 from gateway.model.state import JobState
 from gateway.model.values import INFINITE
 
-__all__ = ["SLURM_META", "slurm_meta", "squeue_json", "squeue_json_doc"]
+__all__ = ["SLURM_META", "JobTexts", "slurm_meta", "squeue_json", "squeue_json_doc"]
 
 SLURM_RELEASE: Final = (22, 5, 8)
 
@@ -256,11 +256,45 @@ def squeue_json_doc(
     return {"meta": slurm_meta(), "errors": [], "jobs": rows}
 
 
+class JobTexts:
+    """Each job's part of the `--json` text, kept per record (a change replaces the record)
+    while the site defaults stay: the gateway renders every `squeue --json`, and encoding
+    10,000 jobs took ~1.7 s."""
+
+    def __init__(self) -> None:
+        self._site: SiteDefaults | None = None
+        self._texts: dict[int, tuple[Job, str]] = {}
+
+    def texts(self, jobs: Sequence[Job], site: SiteDefaults | None) -> list[str]:
+        """The jobs' objects as printed inside the `jobs` list (indented two levels)."""
+        if site != self._site:
+            self._site, self._texts = site, {}
+        kept = self._texts
+        out: list[str] = []
+        for job in jobs:
+            hit = kept.get(job.job_id)
+            if hit is None or hit[0] is not job:
+                # no raw newline inside a json-c string: indenting is a replace
+                text = json_c_dumps(_job(job_values(job, None, site))).replace("\n", "\n    ")
+                hit = kept[job.job_id] = (job, text)
+            out.append(hit[1])
+        if len(kept) > 2 * len(jobs) + 1024:  # records gone: forget theirs
+            shown = {j.job_id for j in jobs}
+            self._texts = {k: v for k, v in kept.items() if k in shown}
+        return out
+
+
 def squeue_json(
     jobs: Sequence[Job],
     *,
     extras: Mapping[int, JobExtras] | None = None,
     site: SiteDefaults | None = None,
+    cache: JobTexts | None = None,
 ) -> str:
-    """`squeue --json`'s exact text (no trailing newline, as squeue prints it)."""
-    return json_c_dumps(squeue_json_doc(jobs, extras=extras, site=site))
+    """`squeue --json`'s exact text (no trailing newline, as squeue prints it). `cache`
+    (without `extras`): the jobs' texts kept from earlier calls."""
+    if cache is None or extras is not None or not jobs:
+        return json_c_dumps(squeue_json_doc(jobs, extras=extras, site=site))
+    empty = json_c_dumps({"meta": slurm_meta(), "errors": [], "jobs": []})
+    head = empty[: -len("[\n  ]\n}")]
+    return "".join((head, "[\n    ", ",\n    ".join(cache.texts(jobs, site)), "\n  ]\n}"))

@@ -209,5 +209,9 @@ def test_a_dependency_on_a_job_that_does_not_exist_is_dropped(pair: Pair) -> Non
     assert pair.state("real", or_r, "COMPLETED") == "COMPLETED"  # `?`: the missing job satisfies
     assert pair.state("ours", or_o, "COMPLETED") == "COMPLETED"
     assert pair.field("ours", or_o, "Dependency") == pair.field("real", or_r, "Dependency")
-    assert pair.field("real", kept_r, "Dependency") == "afterok:99999(unfulfilled)"
+    # a held job keeps the missing job: real Slurm showed this in every run by hand and in
+    # all but one full CI-equivalent run, where it showed `(null)` (cause not found yet:
+    # perhaps a slurmctld restart by an earlier fault test re-validating dependencies), so
+    # the oracle's value is read, not assumed; Caldera keeps the item, as Slurm usually does
+    assert pair.field("real", kept_r, "Dependency") in ("afterok:99999(unfulfilled)", "(null)")
     assert pair.field("ours", kept_o, "Dependency") == "afterok:99999(unfulfilled)"

@@ -107,6 +107,9 @@ class ContainerRunner:
         self._raw: int | None = None
         self._done = threading.Event()
         self._threads: list[threading.Thread] = []
+        # streams that broke off (the engine's error instead of the job's output): their
+        # (stdout, stderr, fd, bytes written) are read again in full once the job has ended
+        self._broken: list[tuple[bool, bool, int, int]] = []
         self._oom = False
         self._signalled = False
 
@@ -160,11 +163,30 @@ class ContainerRunner:
         waiter.start()
 
     def _pump(self, stdout: bool, stderr: bool, fd: int) -> None:
-        with contextlib.suppress(Exception):
+        """Copy the container's output to the job's file as it comes. Podman can answer a
+        follow request for a container that has just exited with an error document in
+        place of the output ("failed to obtain logs ... no such process"): that is never
+        written to the job's file; the output is read again once the job has ended."""
+        written = 0
+        try:
             for chunk in self.container.logs(
                 stdout=stdout, stderr=stderr, stream=True, follow=True
             ):
+                if _engine_error(chunk):
+                    raise RuntimeError("the log stream broke off")
                 os.write(fd, chunk)
+                written += len(chunk)
+        except Exception:  # noqa: BLE001 - read again in full after the end
+            self._broken.append((stdout, stderr, fd, written))
+
+    def _recover_output(self) -> None:
+        """The rest of the output of streams that broke off, read at once after the end."""
+        for stdout, stderr, fd, written in self._broken:
+            with contextlib.suppress(Exception):
+                data = self.container.logs(stdout=stdout, stderr=stderr, stream=False)
+                if isinstance(data, bytes) and not _engine_error(data) and len(data) > written:
+                    os.write(fd, data[written:])
+        self._broken.clear()
 
     def _wait(self) -> None:
         try:
@@ -179,6 +201,7 @@ class ContainerRunner:
             return self._status
         for t in self._threads:
             t.join(timeout=5.0)
+        self._recover_output()
         raw = self._raw if self._raw is not None else 1
         with contextlib.suppress(Exception):
             self.container.reload()
@@ -216,3 +239,10 @@ class ContainerRunner:
         if self.container is not None:
             with contextlib.suppress(Exception):
                 self.container.remove(force=True)
+
+
+def _engine_error(chunk: bytes) -> bool:
+    """Whether a log chunk is the engine's error document rather than the job's output."""
+    # the SDK may have cut the document's first bytes off as a frame header, so match its
+    # end: `..."message":"failed to obtain logs for Container ...","response":500}`
+    return b'"response":5' in chunk[-64:] and b'"message":"' in chunk

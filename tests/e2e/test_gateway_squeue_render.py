@@ -8,7 +8,6 @@ the gateway's zone (TZ unset) under another name, so the same times print both w
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Sequence
 
@@ -33,7 +32,13 @@ def _squeue(
     return r.returncode, r.stdout, r.stderr
 
 
-@pytest.mark.skipif("TZ" in os.environ, reason="needs the gateway's zone under a second name")
+@pytest.fixture(autouse=True)
+def _gateway_zone_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gateway (started after this) and the commands run with TZ unset, so that
+    SAME_ZONE names the gateway's zone a second way whatever the caller's TZ."""
+    monkeypatch.delenv("TZ", raising=False)
+
+
 def test_gateway_rendering_is_byte_identical_to_the_commands(gateway: Gateway) -> None:
     mine = gateway.sbatch("-H", "-J", "held", "--wrap", "true")
     theirs = gateway.sbatch("-H", "-J", "aéééé", "--wrap", "true", user="tester")

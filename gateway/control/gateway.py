@@ -408,11 +408,18 @@ class Gateway:
             log.error("job %s: %s not stored: %s", ids, kind, exc)
 
     async def _apply_events(self, events: Iterable[BackendEvent]) -> None:
+        events = list(events)
+        steps = [replace(ev.step, run=ev.run) for ev in events if ev.step is not None]
+        if steps:  # kept per run (sacct -D)
+            try:
+                await self.committer.commit(Batch(steps=steps))
+            except StoreError as exc:
+                log.error("%d step record(s) not stored: %s", len(steps), exc)
+        # read the records only now, with no await until they are made current below: a
+        # control operation that changed a job meanwhile (scancel marks who cancelled it)
+        # is never overwritten by a stale copy
         updates: dict[int, Job] = {}
-        steps = []
         for ev in events:
-            if ev.step is not None:
-                steps.append(replace(ev.step, run=ev.run))  # kept per run (sacct -D)
             job = updates.get(ev.job_id) or self.jobs.get(ev.job_id)
             if job is None or ev.run != job.restart_count:
                 continue  # unknown, or a run from before a requeue
@@ -423,11 +430,6 @@ class Gateway:
                 updates[job.job_id] = out
         # what the backend reports has happened: memory takes it even when the store fails
         # (a finished job must not stay RUNNING); a restart reconciles the store
-        if steps:
-            try:
-                await self.committer.commit(Batch(steps=steps))
-            except StoreError as exc:
-                log.error("%d step record(s) not stored: %s", len(steps), exc)
         await self._commit_or_log(list(updates.values()), "backend")
         if updates:
             self.wake()

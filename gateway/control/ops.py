@@ -109,12 +109,15 @@ async def cancel(
                 if signal is None or signal in (9, 15):
                     changes.add(gw.ended(job, JobState.CANCELLED, by=caller.uid))
                 continue
+            if signal is None:  # who cancels is recorded before the backend reports the end
+                changes.add(replace(job, cancelled_by=caller.uid))
             await changes.flush()
             refused = await _call_backend(_cancel(gw, job, signal, batch_only))
             if refused is not None:
                 err = refused
-            elif signal is None:
-                changes.add(replace(job, cancelled_by=caller.uid))
+                now = gw.jobs.get(job.job_id)
+                if signal is None and now is not None and not now.state.is_finished:
+                    changes.add(replace(now, cancelled_by=job.cancelled_by))
         results.append(OpResult(_name(target), err))
     await changes.flush()
     return results
@@ -211,8 +214,12 @@ async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> lis
             if refused is not None:
                 err = refused
                 continue
+            job = changes.current(job)  # as it is now: events may have changed it meanwhile
+            if job.state is not JobState.PENDING:
+                err = err or SlurmErrno.JOB_NOT_PENDING
+                continue
             if index is not None:
-                job = _take_task(gw, changes.current(job), index, changes)
+                job = _take_task(gw, job, index, changes)
             changes.add(
                 replace(
                     job,
@@ -334,8 +341,12 @@ async def _each(
             if refused is not None:
                 err = refused
                 continue
+            job = changes.current(job)  # as it is now: events may have changed it meanwhile
+            if job.state is not JobState.PENDING:
+                err = err or SlurmErrno.JOB_NOT_PENDING
+                continue
             if index is not None:
-                job = _take_task(gw, changes.current(job), index, changes)
+                job = _take_task(gw, job, index, changes)
             changes.add(change(job))
         results.append(OpResult(_name(target), err))
     await changes.flush()

@@ -1,0 +1,102 @@
+"""scancel and the backend's report of the end race: neither may undo the other.
+
+The Kubernetes e2e test saw a cancelled job stay RUNNING for ever: the backend's FINISHED
+event was applied while `scancel` waited for the backend, and scancel then stored its own,
+older copy of the running job over it. Here the backend applies its event from inside
+`cancel` (as the poll loop can), which makes that interleaving certain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from gateway.control import ops
+from gateway.control.arraytasks import parse_targets
+from gateway.control.config import GatewayConfig
+from gateway.control.gateway import Gateway
+from gateway.control.submit import Caller
+from gateway.model.backend import BackendError, BackendEvent, EventKind, Launch
+from gateway.model.cluster import ClusterState
+from gateway.model.job import Job
+from gateway.model.state import JobState
+from gateway.store.sqlite import SqliteStore
+from tests.support.builders import make_job
+
+OWNER = Caller(uid=1000, gid=1000, user="u", group="g", operator=False)
+
+
+class ReportsDuringCancel:
+    """A backend whose end-of-job report reaches the gateway before `cancel` returns."""
+
+    name = "remote"
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.refuse = refuse
+        self.gw: Gateway | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def describe(self) -> ClusterState:
+        return ClusterState(name=self.name, nodes=(), partitions=())
+
+    def submit(self, launch: Launch) -> str:
+        raise AssertionError("nothing is submitted here")
+
+    def cancel(self, job: Job, signal: int | None = None, batch_only: bool = False) -> None:
+        if self.refuse:
+            raise BackendError("cluster unreachable", retryable=True)
+        assert self.gw is not None
+        assert self.loop is not None
+        ended = BackendEvent(
+            job_id=job.job_id, kind=EventKind.FINISHED, time=2.0, state=JobState.CANCELLED
+        )
+        applied = asyncio.run_coroutine_threadsafe(self.gw._apply_events([ended]), self.loop)
+        applied.result(timeout=10)
+
+    def poll(self) -> list[BackendEvent]:
+        return []
+
+    def reconcile(self, jobs: Sequence[Job]) -> list[BackendEvent]:
+        return []
+
+
+def _run(tmp_path: Path, backend: ReportsDuringCancel) -> tuple[Job, Job | None, list[str]]:
+    async def main() -> tuple[Job, Job | None, list[str]]:
+        config = GatewayConfig(
+            home=tmp_path,
+            socket_path=tmp_path / "sock",
+            db_path=tmp_path / "jobs.db",
+            spool_dir=tmp_path / "spool",
+            agents=False,
+        )
+        gw = Gateway(config, SqliteStore(config.db_path), backends={"remote": backend})
+        backend.gw, backend.loop = gw, asyncio.get_running_loop()
+        running = make_job(7).state(JobState.RUNNING, start_time=1.0).build()
+        await gw.commit([replace(running, cluster="remote", backend_id="b-7")], "submit")
+        targets = parse_targets("7")
+        assert targets is not None
+        results = await ops.cancel(gw, targets, OWNER)
+        gw.committer.close()
+        return gw.jobs[7], gw.store.get(7), [str(r.error) for r in results]
+
+    return asyncio.run(main())
+
+
+def test_the_backends_end_report_during_scancel_is_kept(tmp_path: Path) -> None:
+    memory, stored, errors = _run(tmp_path, ReportsDuringCancel())
+    assert errors == ["None"]
+    assert memory.state is JobState.CANCELLED
+    assert stored is not None
+    assert stored.state is JobState.CANCELLED
+    assert memory.cancelled_by == stored.cancelled_by == OWNER.uid
+
+
+def test_a_refused_cancel_records_no_canceller(tmp_path: Path) -> None:
+    memory, stored, errors = _run(tmp_path, ReportsDuringCancel(refuse=True))
+    assert errors != ["None"]
+    assert memory.state is JobState.RUNNING
+    assert stored is not None
+    assert stored.cancelled_by is None
+    assert memory.cancelled_by is None

@@ -111,15 +111,16 @@ def _show_jobs(rest: list[str], oneliner: bool) -> int:
             jobs, now, data = fetch_jobs()
     except GatewayError as exc:
         raise _Fail(f"slurm_load_jobs error: {exc}") from exc
-    if rest and "_" in rest[0]:
+    if rest and "_" in rest[0] and jobs:
         task = int(rest[0].split("_", 1)[1])
         jobs = [
             replace(j, array_task_id=task) if _pending_task(j, task) else j
             for j in jobs
             if j.array_task_id == task or _pending_task(j, task)
         ]
-        if not jobs:
-            raise _Fail("slurm_load_jobs error: Invalid job id specified")
+        if not jobs:  # the job exists, that task does not (cancelled, or never was)
+            write_out(f"Job {int(rest[0].partition('_')[0])}_{task} not found\n")
+            return 1
     if not jobs:
         if rest:
             raise _Fail("slurm_load_jobs error: Invalid job id specified")

@@ -138,9 +138,8 @@ def _state(r: Rec) -> str:
 
 def _job_id(r: Rec) -> str:
     job = r.job
-    if job.is_array_meta:
-        task = r.values.array_task_str or ""
-        base = f"{job.array_job_id}_[{task}]"
+    if job.is_array_meta and r.values.array_task_str:
+        base = f"{job.array_job_id}_[{r.values.array_task_str}]"
     elif job.array_task_id is not None:
         base = f"{job.array_job_id}_{job.array_task_id}"
     elif r.values.extras.het_job_id:

@@ -126,8 +126,9 @@ def show_job(
     if job.array_job_id:
         if v.array_task_str is not None:
             head += f"ArrayJobId={job.array_job_id} ArrayTaskId={v.array_task_str} "
-        else:
-            head += f"ArrayJobId={job.array_job_id} ArrayTaskId={job.array_task_id} "
+        else:  # a meta record whose every task was cancelled: NO_VAL, printed raw
+            task_id = NO_VAL if job.array_task_id is None else job.array_task_id
+            head += f"ArrayJobId={job.array_job_id} ArrayTaskId={task_id} "
         if v.array_max_tasks:
             head += f"ArrayTaskThrottle={v.array_max_tasks} "
     elif ex.het_job_id:

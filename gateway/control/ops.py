@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from gateway.compat.dependency import DependencyError, parse_dependency
 from gateway.compat.duration import time_str_to_mins
 from gateway.compat.slurm_errors import SlurmErrno
-from gateway.control.arraytasks import Target
+from gateway.control.arraytasks import Target, remove_index
 from gateway.control.bulk import Changes
 from gateway.control.gateway import Gateway
 from gateway.control.submit import Caller, priority_for
@@ -100,14 +100,17 @@ async def cancel(
             if job.state.is_finished:
                 err = err or SlurmErrno.ALREADY_DONE
                 continue
-            if index is not None:
-                task, meta = gw.split_task(job, index)
-                if meta is not None:
-                    changes.add(meta)
-                job = task
+            if index is not None:  # a task the meta record still holds
+                if signal is None or signal in (9, 15):
+                    job = _drop_task(changes, job, index)
+                    if job.array_pending is not None:
+                        continue
+                else:
+                    continue  # nothing runs yet: nothing to signal
             if job.state is JobState.PENDING and not job.backend_id:
                 if signal is None or signal in (9, 15):
-                    changes.add(gw.ended(job, JobState.CANCELLED, by=caller.uid))
+                    # a pending job keeps its reason (JobHeldUser, Dependency...), as in Slurm
+                    changes.add(gw.ended(job, JobState.CANCELLED, reason=job.reason, by=caller.uid))
                 continue
             if signal is None:  # who cancels is recorded before the backend reports the end
                 changes.add(replace(job, cancelled_by=caller.uid))
@@ -121,6 +124,17 @@ async def cancel(
         results.append(OpResult(_name(target), err))
     await changes.flush()
     return results
+
+
+def _drop_task(changes: Changes, meta: Job, index: int) -> Job:
+    """Cancel one pending task of an array as slurmctld does: the index leaves the meta
+    record's set and no record of it remains (squeue, scontrol and sacct know it no more);
+    the meta record is returned, holding nothing once its last task is gone (it then ends
+    CANCELLED and shows as the bare array id)."""
+    assert meta.array_pending is not None
+    meta = replace(meta, array_pending=remove_index(meta.array_pending, index))
+    changes.add(meta)
+    return meta
 
 
 async def _call_backend(operation: Callable[[], object]) -> SlurmErrno | None:

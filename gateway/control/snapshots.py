@@ -72,7 +72,9 @@ def _dep_targets(
                 name=j.spec.name,
                 array_job_id=j.array_job_id,
                 array_task_id=j.array_task_id,
-                pending_tasks=j.array_pending.count if j.array_pending else 0,
+                pending_tasks=(
+                    j.array_pending.count if j.array_pending and not j.state.is_finished else 0
+                ),
             )
             for j in members
         )

@@ -18,7 +18,9 @@ __all__ = ["after_event", "ended", "requeued", "withdrawn"]
 def ended(
     job: Job, state: JobState, now: float, exit_code: int = 0, reason: Reason = Reason.NONE
 ) -> Job:
-    """The job finished in `state` at `now` (an array's meta record stops holding tasks)."""
+    """The job finished in `state` at `now`. An array's meta record keeps the set of tasks
+    it held (Slurm shows the cancelled remainder as `12_[3-9%2]` in squeue and sacct); a
+    finished record starts none of them."""
     return replace(
         job,
         state=state,
@@ -26,7 +28,6 @@ def ended(
         end_time=now,
         start_time=job.start_time or now,
         exit_code=exit_code,
-        array_pending=None if job.is_array_meta else job.array_pending,
     )
 
 

@@ -96,12 +96,12 @@ class Job:
 
     @property
     def display_id(self) -> str:
-        """`123`, `123_4`, or `123_[5-9%2]` for the pending part of an array."""
+        """`123`, `123_4`, or `123_[5-9%2]` for the pending part of an array (a meta
+        record whose every task was cancelled is the bare `123`, as in Slurm)."""
         if self.array_task_id is not None:
             return f"{self.array_job_id}_{self.array_task_id}"
-        if self.array_job_id:
-            pending = self.array_pending.task_str() if self.array_pending else ""
-            return f"{self.array_job_id}_[{pending}]"
+        if self.array_job_id and self.array_pending:
+            return f"{self.array_job_id}_[{self.array_pending.task_str()}]"
         return str(self.job_id)
 
 

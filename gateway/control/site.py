@@ -71,8 +71,10 @@ def pick_partitions(spec: JobSpec, clusters: dict[str, ClusterState]) -> tuple[s
     known = {p.name for c in clusters.values() for p in c.partitions}
     if spec.partitions:
         for name in spec.partitions:
-            if name not in known:
-                raise SubmitError(SlurmErrno.INVALID_PARTITION_NAME)
+            if name not in known:  # slurmctld's err_msg names the first unknown one
+                raise SubmitError(
+                    SlurmErrno.INVALID_PARTITION_NAME, f"invalid partition specified: {name}"
+                )
         return spec.partitions
     for cluster in clusters.values():
         default = cluster.default_partition

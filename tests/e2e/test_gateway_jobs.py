@@ -232,6 +232,7 @@ def test_sbatch_errors_are_slurms(gateway: Gateway):
     r = gateway.run(["sbatch", "-p", "nosuch", "--wrap", "true"])
     assert r.returncode == 1
     assert r.stderr == (
+        "sbatch: error: invalid partition specified: nosuch\n"
         "sbatch: error: Batch job submission failed: Invalid partition name specified\n"
     )
     r = gateway.run(["sbatch", "-c", "4096", "--wrap", "true"])

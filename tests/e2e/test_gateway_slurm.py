@@ -73,5 +73,6 @@ def test_a_partition_the_site_does_not_offer_is_refused_as_slurm_refuses_it(
     r = slurm_gateway.run(["sbatch", "-p", "real", "--wrap", "true"])
     assert r.returncode == 1
     assert r.stderr == (
+        "sbatch: error: invalid partition specified: real\n"
         "sbatch: error: Batch job submission failed: Invalid partition name specified\n"
     )

@@ -72,7 +72,7 @@ class RunEvents:
         jobdir = self.job_dir(job_id, run)
         events: list[BackendEvent] = []
         info = self.supervisor(jobdir)
-        nodes = (self.node_name,)
+        nodes: tuple[str, ...] = ()  # the gateway placed the run: its placement names them
         bid = self.backend_id(job_id)
         if info is not None and not tracked.started:
             tracked.started = True

@@ -68,6 +68,11 @@ def plan_job(launch: Launch, jobdir: Path, node: NodeSettings) -> JobPlan:
         slurm_conf=node.slurm_conf,
     )
     env[STEP_DIR_VAR] = str(jobdir / "steps")
+    if len({p.node for p in launch.placement}) > 1:
+        # the job's nodes are virtual nodes of this one machine: OpenMPI's shared-memory
+        # transport cannot span two of its daemons there (ranks crash in btl/vader), so
+        # mpirun across them talks TCP unless the job chose its own transports
+        env.setdefault("OMPI_MCA_btl", "self,tcp")
     env["PATH"] = f"{node.bin_dir}:{env.get('PATH', login.get('PATH', '/usr/bin:/bin'))}"
     ctx = PatternContext(
         job_id=job.job_id,

@@ -1,23 +1,23 @@
-"""`srun` inside a job of the local backend: launches a step's tasks on this node.
+"""`srun` inside a job of the local backend: runs a step's tasks on the job's nodes.
 
-Each task gets the batch environment plus its ranks (SLURM_PROCID, SLURM_LOCALID,
-SLURM_NODEID, SLURM_GTIDS) and the step's view (SLURM_STEP_ID, SLURM_STEP_NUM_TASKS,
-SLURM_STEP_NUM_NODES, SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE, SLURM_NTASKS). The
-exit status is the highest of the tasks' (a task killed by signal N counts as 128+N), as
-srun's; `-l` prefixes each output line with the task's rank. The step is recorded in the
-job's spool (`$CALDERA_STEP_DIR/N.json`) for sacct.
+The step's options and layout are srun's (containers/srun_layout.py: getopt_long, the
+nodes and tasks of the allocation, srun's warnings and refusals). A local job's nodes are
+virtual nodes of this machine, so every task runs here, with its own node's
+SLURMD_NODENAME and its ranks (SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURM_GTIDS) and
+the step's view (SLURM_STEP_*). That is also what OpenMPI's `mpirun` needs: under Slurm it
+starts one daemon per node with `srun --ntasks-per-node=1 --nodes=N --nodelist=...`.
 
-Scope: one node (the local backend's). `--mpi=pmix` is accepted and exported as
-SLURM_MPI_TYPE, but no PMIx server is started: MPI programs launched this way run as
-singletons; use `mpirun` inside the job for a real MPI launch. Signals SIGINT, SIGTERM,
-SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to srun are forwarded to every task.
+The exit status is the highest of the tasks' (a task killed by signal N counts as 128+N),
+as srun's; `-l` labels output lines with the task's rank; `-o/-e/-i` name per-task files;
+`--multi-prog` runs a program per rank. The step is recorded in the job's spool
+(`$CALDERA_STEP_DIR/N.json`) for sacct. `--mpi=pmix` is exported as SLURM_MPI_TYPE, but no
+PMIx server is started. Signals SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent
+to srun are forwarded to every task.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -28,11 +28,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from containers.srun_io import (
+    MultiProgError,
+    allocate_step,
+    describe_failures,
+    multi_prog,
+    pump,
+    record_step,
+    task_file,
+)
+from containers.srun_layout import SrunExit, Step, plan_step
 from gateway.compat.job_env import TaskIds, task_environment
 from gateway.model.job import wait_status
 from gateway.model.state import JobState
 
-__all__ = ["SrunError", "main", "parse_args", "run_step"]
+__all__ = ["SrunError", "main", "run_step"]
 
 _FORWARDED = (
     signal.SIGINT,
@@ -42,200 +52,147 @@ _FORWARDED = (
     signal.SIGUSR1,
     signal.SIGUSR2,
 )
-_SIGNAL_NAMES = {
-    signal.SIGKILL: "Killed",
-    signal.SIGTERM: "Terminated",
-    signal.SIGSEGV: "Segmentation fault",
-    signal.SIGABRT: "Aborted",
-    signal.SIGINT: "Interrupt",
-    signal.SIGBUS: "Bus error",
-}
 
 
 class SrunError(Exception):
-    """srun cannot run the step (outside a job, more nodes than the backend has...)."""
+    """srun cannot run the step (outside a job, a task that cannot be started...)."""
 
 
-def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="srun", add_help=True)
-    p.add_argument("-n", "--ntasks", type=int)
-    p.add_argument("-N", "--nodes", type=str)
-    p.add_argument("--ntasks-per-node", type=int)
-    p.add_argument("-c", "--cpus-per-task", type=int)
-    p.add_argument("-l", "--label", action="store_true")
-    p.add_argument("--mpi", default=None)
-    p.add_argument("-J", "--job-name", default=None)
-    p.add_argument("-u", "--unbuffered", action="store_true")
-    p.add_argument("--export", default=None)
-    p.add_argument("-K", "--kill-on-bad-exit", nargs="?", const="1", default=None)
-    p.add_argument("command", nargs=argparse.REMAINDER)
-    ns = p.parse_args(list(argv))
-    if not ns.command:
-        p.error("no command given")
-    return ns
+class _Streams:
+    """The files a step's -o/-e/-i name, opened once each and shared by the tasks."""
+
+    def __init__(self, step: Step, step_id: int, env: dict[str, str]) -> None:
+        self.step, self.step_id, self.env = step, step_id, env
+        self.opened: dict[str, IO[bytes]] = {}
+
+    def open(self, option: str, rank: int, mode: str) -> IO[bytes] | None:
+        name = task_file(self.step.options.get(option), self.step, self.step_id, rank, self.env)
+        if name is None:
+            return None
+        if name not in self.opened:
+            self.opened[name] = open(name, mode)  # noqa: SIM115 - closed with the step
+        return self.opened[name]
+
+    def close(self) -> None:
+        for f in self.opened.values():
+            f.close()
 
 
-def _node_count(text: str | None) -> int:
-    if text is None:
-        return 1
-    return int(text.split("-")[0] or 1)
-
-
-def _allocate_step(step_dir: Path | None) -> tuple[int, Path | None]:
-    if step_dir is None or not step_dir.is_dir():
-        return int(os.environ.get("SLURM_STEP_ID", "-1")) + 1, None
-    n = 0
-    while True:
-        path = step_dir / f"{n}.json"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        except FileExistsError:
-            n += 1
-            continue
-        os.close(fd)
-        return n, path
-
-
-def _record(path: Path | None, data: dict[str, Any]) -> None:
-    """Replace the step's record atomically. srun runs as the job's user in the user's own
-    `steps/`; the supervisor and gateway read it as root (containers.steprecords)."""
-    if path is None:
-        return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    with os.fdopen(os.open(tmp, flags, 0o600), "w") as fh:
-        fh.write(json.dumps(data, sort_keys=True))
-    os.replace(tmp, path)
-
-
-def _pump(stream: IO[bytes], out: IO[bytes], prefix: bytes, lock: threading.Lock) -> None:
-    for line in iter(stream.readline, b""):
-        with lock:
-            out.write(prefix + line)
-            out.flush()
-    stream.close()
-
-
-def _describe_failures(node: str, statuses: list[int]) -> list[str]:
-    """srun's `error: NODE: task(s) X: ...` lines, grouped as srun groups them."""
-    groups: dict[str, list[int]] = {}
-    for rank, status in enumerate(statuses):
-        if status & 0x7F:
-            text = _SIGNAL_NAMES.get(signal.Signals(status & 0x7F), f"Signal {status & 0x7F}")
-        elif status:
-            text = f"Exited with exit code {(status >> 8) & 0xFF}"
-        else:
-            continue
-        groups.setdefault(text, []).append(rank)
-    lines = []
-    for text, ranks in groups.items():
-        label = "task" if len(ranks) == 1 else "tasks"
-        lines.append(f"srun: error: {node}: {label} {_ranks(ranks)}: {text}")
-    return lines
-
-
-def _ranks(ranks: list[int]) -> str:
-    if len(ranks) > 1 and ranks == list(range(ranks[0], ranks[-1] + 1)):
-        return f"{ranks[0]}-{ranks[-1]}"
-    return ",".join(map(str, ranks))
-
-
-def run_step(ns: argparse.Namespace, env: dict[str, str]) -> int:
-    """Run one step; returns srun's exit status."""
-    if "SLURM_JOB_ID" not in env:
-        raise SrunError(
-            "srun outside a job is not supported by Caldera's local backend; "
-            "submit a batch script with sbatch"
+def _start_tasks(
+    step: Step, step_id: int, env: dict[str, str], streams: _Streams
+) -> tuple[list[_Task], list[threading.Thread]]:
+    opts, ntasks = step.options, step.ntasks
+    try:
+        commands = (
+            multi_prog(step.command[0], ntasks)
+            if "multi-prog" in opts
+            else [list(step.command)] * ntasks
         )
-    job_nodes = env.get("SLURM_JOB_NODELIST", env.get("SLURMD_NODENAME", "localhost"))
-    if int(env.get("SLURM_JOB_NUM_NODES", "1")) > 1 or _node_count(ns.nodes) > 1:
-        raise SrunError(
-            "the local backend runs every step on one node; multi-node srun "
-            "needs the slurm or kubernetes backend"
-        )
-    node = env.get("SLURMD_NODENAME", job_nodes)
-    if ns.ntasks is not None:
-        ntasks = ns.ntasks
-    elif ns.ntasks_per_node is not None:
-        ntasks = ns.ntasks_per_node
-    else:
-        ntasks = int(env.get("SLURM_NTASKS", "1"))
-    if ntasks < 1:
-        raise SrunError(f"Invalid number of tasks ({ntasks})")
-    step_dir_text = env.get("CALDERA_STEP_DIR")
-    step_id, record = _allocate_step(Path(step_dir_text) if step_dir_text else None)
-    cpt = ns.cpus_per_task
-    cpus = ntasks * (cpt or int(env.get("SLURM_CPUS_PER_TASK", "1")))
-    name = ns.job_name or os.path.basename(ns.command[0])
-    start = time.time()
-    base_record: dict[str, Any] = {
-        "step_id": str(step_id),
-        "name": name,
-        "nodes": [node],
-        "ntasks": ntasks,
-        "cpus": cpus,
-        "start_time": start,
-        "end_time": None,
-        "exit_code": 0,
-        "state": "RUNNING",
-    }
+    except MultiProgError as exc:
+        raise SrunError(str(exc)) from exc
+    cpt = step.cpus_per_task if "cpus-per-task" in opts else None
     width = len(str(ntasks - 1))
-    procs: list[subprocess.Popen[bytes]] = []
     lock = threading.Lock()
+    procs: list[_Task] = []
     pumps: list[threading.Thread] = []
-    sys.stdout.flush()
-    sys.stderr.flush()
     for rank in range(ntasks):
+        nodeid, localid = step.node_of(rank)
         task_env = task_environment(
             env,
             step_id=step_id,
             ntasks=ntasks,
-            nodes=[node],
-            tasks_on_nodes=[ntasks],
-            task=TaskIds(rank, rank, 0),
+            nodes=list(step.nodes),
+            tasks_on_nodes=list(step.tasks_per_node),
+            task=TaskIds(rank, localid, nodeid),
             cpus_per_task=cpt,
-            label=ns.label,
-            mpi=ns.mpi,
+            label="label" in opts,
+            mpi=opts.get("mpi"),
         )
-        pipe = subprocess.PIPE if ns.label else None
+        task_env["SLURMD_NODENAME"] = step.nodes[nodeid]
+        try:
+            out = streams.open("output", rank, "wb")
+            err = streams.open("error", rank, "wb") if opts.get("error") else out
+            stdin = streams.open("input", rank, "rb")
+        except OSError as exc:
+            _kill_all(procs)
+            raise SrunError(f"{exc.filename}: {exc.strerror}") from exc
+        piped = "label" in opts and out is None
+        proc: _Task
         try:
             proc = subprocess.Popen(
-                ns.command, env=task_env, stdout=pipe, stderr=pipe, process_group=0
+                commands[rank],
+                env=task_env,
+                stdin=stdin,
+                stdout=subprocess.PIPE if piped else out,
+                stderr=subprocess.PIPE if piped and err is None else err,
+                process_group=0,
             )
-        except OSError as exc:
-            for p in procs:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)
-            raise SrunError(f"{node}: task {rank}: {ns.command[0]}: {exc.strerror}") from exc
+        except OSError as exc:  # as slurmstepd's task: the error, then exit(errno)
+            sys.stderr.write(
+                f"slurmstepd-{step.nodes[nodeid]}: error: execve(): {commands[rank][0]}: "
+                f"{exc.strerror}\n"
+            )
+            proc = _NotStarted(exc.errno or 1)
         procs.append(proc)
-        if ns.label:
+        if piped:
             prefix = f"{rank:0{width}d}: ".encode()
-            assert proc.stdout is not None
-            assert proc.stderr is not None
-            for stream, out in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
-                t = threading.Thread(target=_pump, args=(stream, out, prefix, lock), daemon=True)
-                t.start()
-                pumps.append(t)
-    base_record["task_pids"] = [p.pid for p in procs]
-    _record(record, base_record)
+            for pipe, sink in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
+                if pipe is not None:
+                    t = threading.Thread(target=pump, args=(pipe, sink, prefix, lock), daemon=True)
+                    t.start()
+                    pumps.append(t)
+    return procs, pumps
 
-    def forward(signum: int, frame: Any) -> None:
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(p.pid, signum)
 
-    for sig in _FORWARDED:
-        signal.signal(sig, forward)
-    statuses: list[int] = []
-    for p in procs:
-        code = p.wait()
-        statuses.append(wait_status(signal=-code) if code < 0 else wait_status(exit_code=code))
-    for t in pumps:
-        t.join(timeout=5)
-    for line in _describe_failures(node, statuses):
+def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
+    """Run one step; returns srun's exit status."""
+    step = plan_step(argv, env)
+    for line in step.warnings:
         sys.stderr.write(line + "\n")
+    if step.options.get("cpu-bind") is not None:  # no task/affinity here (as the test cluster)
+        sys.stderr.write("srun: cluster configuration lacks support for cpu binding\n")
+    step_dir_text = env.get("CALDERA_STEP_DIR")
+    step_id, record = allocate_step(Path(step_dir_text) if step_dir_text else None)
+    ntasks = step.ntasks
+    base_record: dict[str, Any] = {
+        "step_id": str(step_id),
+        "name": step.options.get("job-name") or os.path.basename(step.command[0]),
+        "nodes": list(step.nodes),
+        "ntasks": ntasks,
+        "cpus": ntasks * step.cpus_per_task,
+        "start_time": time.time(),
+        "end_time": None,
+        "exit_code": 0,
+        "state": "RUNNING",
+    }
+    sys.stdout.flush()
+    sys.stderr.flush()
+    streams = _Streams(step, step_id, env)
+    try:
+        procs, pumps = _start_tasks(step, step_id, env, streams)
+        base_record["task_pids"] = [p.pid for p in procs]
+        record_step(record, base_record)
+
+        def forward(signum: int, frame: Any) -> None:
+            for p in procs:
+                if p.pid:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(p.pid, signum)
+
+        for sig in _FORWARDED:
+            signal.signal(sig, forward)
+        statuses: list[int] = []
+        for p in procs:
+            code = p.wait()
+            statuses.append(wait_status(signal=-code) if code < 0 else wait_status(exit_code=code))
+        for t in pumps:
+            t.join(timeout=5)
+    finally:
+        streams.close()
+    for index in reversed(range(len(step.nodes))):  # srun reports the last node first
+        mine = {r: statuses[r] for r in range(ntasks) if step.node_of(r)[0] == index}
+        for line in describe_failures(step.nodes[index], mine):
+            sys.stderr.write(line + "\n")
     sys.stderr.flush()
     signalled = [s & 0x7F for s in statuses if s & 0x7F]
     exits = [(s >> 8) & 0xFF for s in statuses if not s & 0x7F]
@@ -248,16 +205,47 @@ def run_step(ns: argparse.Namespace, env: dict[str, str]) -> int:
     else:
         state = JobState.COMPLETED
     base_record.update(end_time=time.time(), exit_code=step_status, state=state.long)
-    _record(record, base_record)
-    rc = max([*exits, *(128 + s for s in signalled)], default=0)
-    return rc
+    record_step(record, base_record)
+    return max([*exits, *(128 + s for s in signalled)], default=0)
+
+
+class _NotStarted:
+    """A task whose program could not be executed: it ended at once with errno."""
+
+    pid = 0
+    stdout: IO[bytes] | None = None
+    stderr: IO[bytes] | None = None
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+    def wait(self) -> int:
+        return self.status
+
+
+_Task = subprocess.Popen[bytes] | _NotStarted
+
+
+def _kill_all(procs: Sequence[_Task]) -> None:
+    for p in procs:
+        if p.pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `srun` command."""
-    ns = parse_args(sys.argv[1:] if argv is None else argv)
+    args = sys.argv[1:] if argv is None else list(argv)
+    if "SLURM_JOB_ID" not in os.environ:  # allocate for this one step, as srun does
+        from gateway.cli.salloc_cmd import srun_outside_a_job
+
+        return srun_outside_a_job(args)
     try:
-        return run_step(ns, dict(os.environ))
+        return run_step(args, dict(os.environ))
+    except SrunExit as exc:
+        for line in exc.lines:
+            sys.stderr.write(line + "\n")
+        return exc.status
     except SrunError as exc:
         sys.stderr.write(f"srun: error: {exc}\n")
         return 1

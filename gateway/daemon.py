@@ -24,7 +24,10 @@ from gateway.api.peercred import bounded_protocol
 from gateway.control.backends import make_backends
 from gateway.control.config import GatewayConfig, load_config
 from gateway.control.gateway import Gateway
+from gateway.dashboard.tcp import start_dashboard_tcp
 from gateway.logutil import RepeatFilter
+from gateway.metrics.listener import start_listener
+from gateway.metrics.source import timed_api
 from gateway.store.startup import Reporter, StartupError, open_store, secure_home
 
 __all__ = ["main", "serve"]
@@ -47,7 +50,11 @@ async def serve(config: GatewayConfig, ready: Reporter | None = None) -> None:
 
         hub = AgentHub(config, gw)
         hub.start()
-    app = sbatch_fast_path(build_app(gw), gw)
+        gw.metrics.agents = hub.registry  # report ages on /metrics
+    api = build_app(gw)
+    app = timed_api(api, sbatch_fast_path(api, gw), gw.metrics)  # request times on /metrics
+    dashboard = await start_dashboard_tcp(gw)  # None unless [dashboard] listen is set
+    metrics_tcp = await start_listener(config, gw)  # None unless [metrics] listen is set
     limits = ConnectionLimits(
         idle_timeout_s=config.api_idle_timeout_s,
         per_user=config.api_max_connections_per_user,
@@ -90,6 +97,10 @@ async def serve(config: GatewayConfig, ready: Reporter | None = None) -> None:
             ready("ready")
         await serve_task
     finally:
+        if metrics_tcp is not None:
+            await metrics_tcp.stop()
+        if dashboard is not None:
+            await dashboard.stop()
         if hub is not None:
             hub.stop()
         await gw.stop()

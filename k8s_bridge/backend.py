@@ -5,11 +5,11 @@ submit()   renders the gang, checks the cluster's bound on not-yet-running pods 
            names: 409 is success). A manifest the server refuses raises a BackendError with the
            server's message; an API server that does not answer leaves the creation to the
            controller, which retries until it answers.
-controller a thread: informers (list + watch) of the gang pods, nodes and, for Caldera's
-           binder, every bound pod; each tick it finishes creations, places and binds waiting
-           gangs (mode CALDERA; withdraw.py hands back gateway-placed gangs that cannot be
-           bound), turns pod phases into job verdicts, enforces time limits,
-           kills what remains of an ended gang and cleans up.
+controller a thread (controller.py): informers (list + watch) of the gang pods, nodes
+           and, for Caldera's binder, every bound pod; each tick it finishes creations,
+           places and binds waiting gangs (mode CALDERA; withdraw.py hands back
+           gateway-placed gangs that cannot be bound), turns pod phases into job verdicts,
+           enforces time limits, kills what remains of an ended gang and cleans up.
 poll()     hands out events (non-blocking). A verdict handed out by one poll() is taken as
            stored by the gateway at the next poll(): only then are its objects deleted, so
            a gateway that dies in between finds the verdict again (on the root ConfigMap).
@@ -34,6 +34,7 @@ from gateway.model.cluster import ClusterState
 from gateway.model.job import Job
 from gateway.model.state import JobState, Reason
 from k8s_bridge.binder import GangBinder
+from k8s_bridge.controller import GangController
 from k8s_bridge.gang import ANN_CREATED, Gang, Verdict, decode_verdict
 from k8s_bridge.informer import Informer
 from k8s_bridge.inventory import (
@@ -77,7 +78,7 @@ Obj = dict[str, Any]
 _SIGNALS_THAT_CANCEL = (None, 9, 15)
 
 
-class KubernetesBackend:
+class KubernetesBackend(GangController):
     """Jobs as gangs of pods on one Kubernetes cluster (see the module docstring)."""
 
     def __init__(
@@ -443,151 +444,6 @@ class KubernetesBackend:
         with self._lock:
             self._gangs[gang.key] = gang
         return gang
-
-    # --- the controller -------------------------------------------------------------------
-
-    def _decided(self, gang: Gang, verdict: Verdict) -> None:
-        with self._lock:
-            gang.verdict = verdict
-            self._events.append(gang.event(verdict, self.clock()))
-
-    def _verify_adopted(self, gang: Gang, now: float) -> None:
-        """A job adopted while the API server did not answer: adopt it properly, or
-        report it lost when the cluster has no objects of it."""
-        root = self.client.get(CONFIGMAPS, self.namespace, gang.names.root)
-        if root is not None:
-            with self._lock:
-                self._gangs.pop(gang.key, None)
-            self._adopt(gang.job, root)
-            return
-        verdict = Verdict(
-            EventKind.LOST, None, message=f"cluster {self.name} has no objects of this job"
-        )
-        with self._lock:
-            gang.blind = False
-            gang.verdict = verdict
-            gang.verdict_saved = gang.killed = True
-            self._events.append(gang.event(verdict, now))
-
-    def _create(self, gang: Gang) -> None:
-        verdict = self.objects.create(gang)
-        if verdict is not None:  # this attempt ended before (a retried submission)
-            with self._lock:
-                gang.verdict = verdict
-                self._events.append(gang.event(verdict, self.clock()))
-
-    def tick(self) -> None:
-        """One pass of the controller (also callable directly, e.g. from tests)."""
-        self.ticks += 1
-        index: dict[tuple[int, int], list[PodState]] = {}
-        for pod in self.pods.items().values():
-            index.setdefault((pod.job_id, pod.attempt), []).append(pod)
-        self._pod_index = index
-        synced = self.pods.synced
-        now = self.clock()
-        mono = time.monotonic()
-        with self._lock:
-            gangs = sorted(self._gangs.values(), key=lambda g: (g.submitted, g.names.job_id))
-        waiting: list[Gang] = []
-        for gang in gangs:
-            try:
-                self._tick_gang(gang, index.get(gang.key, []), synced, now, mono, waiting)
-            except KubeError as exc:
-                gang.last_error = str(exc)
-                gang.next_try = mono + gang.backoff
-                gang.backoff = min(gang.backoff * 2, 5.0)
-                log.info("job %s: %s", gang.names.job_id, exc)
-        if waiting and self._mode is GangMode.CALDERA:
-            self._bind_waiting(waiting)
-
-    def _tick_gang(
-        self,
-        gang: Gang,
-        pods: list[PodState],
-        synced: bool,
-        now: float,
-        mono: float,
-        waiting: list[Gang],
-    ) -> None:
-        if gang.cleanup_done:
-            if not pods or all(p.deleting for p in pods):
-                with self._lock:
-                    if gang.delivered_at is not None or gang.cancelled:
-                        self._gangs.pop(gang.key, None)
-            return
-        if mono < gang.next_try:
-            return
-        if gang.cancelled:
-            self.objects.delete(gang)
-            gang.cleanup_done = True
-            return
-        if gang.blind:
-            self._verify_adopted(gang, now)
-            return
-        if not gang.created and gang.verdict is None:
-            try:
-                self._create(gang)
-            except KubeError as exc:
-                if exc.retryable:
-                    raise
-                self._decided(gang, gang.launch_failure(f"the API server rejected it: {exc}", now))
-            gang.backoff = 0.2
-        if gang.verdict is None and synced:
-            status = gang_status(
-                pods, gang.ranks, was_running=gang.started, missing_is_lost=gang.created
-            )
-            if gang.observe(pods, status, mono):
-                with self._lock:
-                    self._events.append(gang.started_event(now))
-            verdict = gang.decide(status, mono, now, self.opts.kill_wait_s)
-            if verdict is not None:
-                self._decided(gang, verdict)
-            elif gang.created and (gang.nodes is None or len(gang.bound) < gang.ranks):
-                waiting.append(gang)
-        if gang.verdict is not None:
-            if not gang.verdict_saved:
-                self.objects.save_verdict(gang, gang.verdict)
-            if not gang.killed:
-                self.objects.kill(gang, self._pod_index.get(gang.key, []))
-                gang.killed = True
-            if gang.delivered_at is not None and gang.delivered_at < self._polls:
-                self.objects.delete(gang)
-                gang.cleanup_done = True
-
-    def _bind_waiting(self, gangs: list[Gang]) -> None:
-        """Place the gangs that have no nodes yet (in order) and bind every unbound rank."""
-        if not (self.nodes.synced and self.usage.synced):
-            return
-        unplaced = [g for g in gangs if g.nodes is None]
-        if unplaced:
-            demands = [g.demand() for g in unplaced]
-            version = self.nodes.version
-            placed = self.binder.place(
-                demands, self.nodes.items(), self.usage.items().values(), version
-            )
-            for demand, nodes in placed:
-                gang = self._gangs.get((demand.job.job_id, demand.job.restart_count))
-                if gang is not None:
-                    gang.nodes = nodes
-            unfit = [g for g in unplaced if g.nodes is None]
-            for gang, verdict in self.withdrawals.due(unfit, self.nodes.items(), time.monotonic()):
-                log.info("job %s withdrawn: %s", gang.names.job_id, verdict.message)
-                self._decided(gang, verdict)
-        work = []
-        for gang in gangs:
-            if gang.nodes is None:
-                continue
-            todo = [r for r in range(gang.ranks) if r not in gang.bound]
-            if todo:
-                work.append((gang, gang.nodes, todo))
-        outcomes = self.binder.bind_all([(g.demand(), nodes, todo) for g, nodes, todo in work])
-        for (gang, _, _), outcome in zip(work, outcomes, strict=True):
-            gang.bound.update(outcome.bound)
-            hard = [e for e in outcome.failed.values() if not e.retryable]
-            if hard:
-                log.warning("job %s: binding failed: %s", gang.names.job_id, hard[0])
-                failure = gang.launch_failure(f"binding failed: {hard[0]}", self.clock())
-                self._decided(gang, failure)
 
     # --- introspection (tests, metrics) ---------------------------------------------------
 

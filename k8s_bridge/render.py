@@ -39,7 +39,8 @@ from k8s_bridge.names import (
     label_value,
 )
 from k8s_bridge.options import GangMode, K8sOptions
-from k8s_bridge.request import RDMA_FEATURES, GangRequest, RankShare, rank_shares
+from k8s_bridge.pod_needs import job_selector, min_resources, pod_affinity, pod_resources
+from k8s_bridge.request import GangRequest, RankShare, rank_shares
 from k8s_bridge.slurm_env import (
     HOSTFILE_PATH,
     JOB_DIR,
@@ -131,77 +132,6 @@ class GangManifests:
 # --- pieces -------------------------------------------------------------------------
 
 
-def _constraint_terms(expr: str | None, prefix: str) -> list[list[dict[str, Any]]]:
-    """`-C a&b|c` as node selector terms (ORed) of label expressions (ANDed)."""
-    if not expr:
-        return []
-    cleaned = re.sub(r"\*\d+", "", expr).replace("[", "").replace("]", "")
-    terms: list[list[dict[str, Any]]] = []
-    for alternative in cleaned.split("|"):
-        # -C ib (infiniband, rdma, roce) is asked as the RDMA device resource instead
-        features = [
-            f for f in re.split(r"[&,]", alternative) if f and f.lower() not in RDMA_FEATURES
-        ]
-        if not features:
-            return []  # one alternative needs nothing beyond resources: no node constraint
-        terms.append(
-            [{"key": f"{prefix}{f}", "operator": "In", "values": ["true"]} for f in features]
-        )
-    return terms
-
-
-def _affinity(req: GangRequest, share: RankShare, opts: K8sOptions) -> Manifest | None:
-    spec = req.spec
-    terms = _constraint_terms(spec.constraint, opts.feature_label_prefix)
-    extra: list[dict[str, Any]] = []
-    if spec.gpu_memory_mb and share.gpus and not opts.gpu_share:
-        extra.append(
-            {
-                "key": opts.gpu_memory_label,
-                "operator": "Gt",
-                "values": [str(spec.gpu_memory_mb - 1)],
-            }
-        )
-    if extra:
-        terms = [t + extra for t in terms] if terms else [extra]
-    affinity: Manifest = {}
-    if terms:
-        affinity["nodeAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": t} for t in terms]
-            }
-        }
-    if spec.switches:
-        affinity["podAffinity"] = {
-            "preferredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "weight": 100,
-                    "podAffinityTerm": {
-                        "topologyKey": opts.leaf_label,
-                        "labelSelector": {"matchLabels": _job_selector(req, opts)},
-                    },
-                }
-            ]
-        }
-    return affinity or None
-
-
-def _resources(spec: JobSpec, share: RankShare, opts: K8sOptions) -> Manifest:
-    limits: dict[str, str] = {"cpu": str(share.cpus)}
-    if share.memory_mb:
-        limits["memory"] = f"{share.memory_mb}Mi"
-    if spec.gpu_memory_mb and opts.gpu_share:
-        # Volcano's GPU sharing: memory on shared GPUs instead of whole devices
-        limits["volcano.sh/gpu-memory"] = str(spec.gpu_memory_mb * max(share.gpus, 1))
-        if share.gpus > 1:
-            limits["volcano.sh/gpu-number"] = str(share.gpus)
-    elif share.gpus:
-        limits[opts.gpu_resource] = str(share.gpus)
-    if share.rdma:
-        limits[opts.rdma_resource] = str(share.rdma)
-    return {"requests": dict(limits), "limits": limits}
-
-
 def _mounts(spec: JobSpec, opts: K8sOptions) -> tuple[list[Manifest], list[Manifest]]:
     """--container-mounts SRC:DST[:ro] as hostPath volumes (when the site allows it)."""
     volumes: list[Manifest] = []
@@ -227,13 +157,6 @@ def _mounts(spec: JobSpec, opts: K8sOptions) -> tuple[list[Manifest], list[Manif
             mount["readOnly"] = True
         mounts.append(mount)
     return volumes, mounts
-
-
-def _job_selector(req: GangRequest, opts: K8sOptions) -> dict[str, str]:
-    names = GangNames(opts.name_prefix, req.job_id, req.attempt)
-    labels = names.job_labels(req.cluster)
-    labels.pop("app.kubernetes.io/managed-by")
-    return labels
 
 
 def _labels(req: GangRequest, names: GangNames, role: str, opts: K8sOptions) -> dict[str, str]:
@@ -297,7 +220,7 @@ def _pod_spec(
         "command": command,
         "env": [{"name": k, "value": v} for k, v in rank_environment(names, shares, rank).items()],
         "envFrom": [{"configMapRef": {"name": names.env}}],
-        "resources": _resources(spec, share, opts),
+        "resources": pod_resources(spec, share, opts),
         "volumeMounts": [
             {"name": "job", "mountPath": JOB_DIR, "readOnly": True},
             {"name": "shm", "mountPath": "/dev/shm"},
@@ -342,7 +265,7 @@ def _pod_spec(
         pod["serviceAccountName"] = opts.service_account
     if req.partition and req.partition != opts.default_partition:
         pod["nodeSelector"] = {opts.partition_label: req.partition}
-    affinity = _affinity(req, share, opts)
+    affinity = pod_affinity(req, share, opts)
     if affinity:
         pod["affinity"] = affinity
     if opts.tolerations:
@@ -357,18 +280,6 @@ def _pod_annotations(
     if mode is GangMode.VOLCANO:
         ann[VOLCANO_GROUP_ANNOTATION] = names.podgroup
     return ann
-
-
-def _min_resources(
-    shares: tuple[RankShare, ...], spec: JobSpec, opts: K8sOptions
-) -> dict[str, str]:
-    total: dict[str, int] = {}
-    for share in shares:
-        limits = _resources(spec, share, opts)["requests"]
-        for key, value in limits.items():
-            amount = int(value[:-2]) if value.endswith("Mi") else int(value)
-            total[key] = total.get(key, 0) + amount
-    return {k: (f"{v}Mi" if k == "memory" else str(v)) for k, v in sorted(total.items())}
 
 
 def _env_data(
@@ -424,7 +335,7 @@ def render_gang(req: GangRequest, opts: K8sOptions, mode: GangMode) -> GangManif
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": _job_selector(req, opts),
+            "selector": job_selector(req, opts),
         },
     }
     pod_specs = [_pod_spec(req, names, shares, rank, mode, opts) for rank in range(ranks)]
@@ -468,7 +379,7 @@ def render_gang(req: GangRequest, opts: K8sOptions, mode: GangMode) -> GangManif
         if mode in (GangMode.VOLCANO, GangMode.CALDERA):
             pg_spec: Manifest = {"minMember": ranks, "queue": opts.volcano_queue}
             if mode is GangMode.VOLCANO:
-                pg_spec["minResources"] = _min_resources(shares, req.spec, opts)
+                pg_spec["minResources"] = min_resources(shares, req.spec, opts)
             podgroup = {
                 "apiVersion": PODGROUP_API,
                 "kind": "PodGroup",

@@ -125,15 +125,17 @@ def rank_shares(req: GangRequest, def_mem_per_cpu_mb: int = 0) -> tuple[RankShar
     nreq = req.node_request
     gpus = nreq.gpus
     rdma = rdma_per_rank(req.spec, gpus)
+    if req.placement and (nreq.spread or len(req.placement) == nreq.nodes):
+        return tuple(
+            RankShare(p.tasks, max(p.cpus, 1), max(p.memory_mb, 0), gpus, rdma)
+            for p in req.placement
+        )
     shares: list[RankShare] = []
-    use_placement = len(req.placement) == nreq.nodes
-    for rank, tasks in enumerate(nreq.tasks_per_node):
-        if use_placement:
-            place = req.placement[rank]
-            cpus, memory = place.cpus, place.memory_mb
-        else:
-            cpus = nreq.cpus
-            # --mem=0 asks for the whole node: known only once placed, so no request here
-            memory = 0 if nreq.memory_mb is None else nreq.memory_for(cpus, def_mem_per_cpu_mb, 0)
+    for tasks in nreq.tasks_per_node:
+        # a spread request not placed by the gateway (Volcano places) is one rank of all
+        # its tasks: `cpus` is then one task's
+        cpus = nreq.cpus * tasks if nreq.spread else nreq.cpus
+        # --mem=0 asks for the whole node: known only once placed, so no request here
+        memory = 0 if nreq.memory_mb is None else nreq.memory_for(cpus, def_mem_per_cpu_mb, 0)
         shares.append(RankShare(tasks, max(cpus, 1), max(memory, 0), gpus, rdma))
     return tuple(shares)

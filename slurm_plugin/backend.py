@@ -15,7 +15,7 @@ a job Slurm never got is reported LOST (the gateway requeues it). When the clust
 be reached, jobs keep their last state with Reason.CLUSTER_UNREACHABLE, `submit` raises a
 retryable error at once, and the first answer afterwards re-announces every job.
 
-Beyond the protocol: `hold`, `release`, `requeue`, `update_time_limit`, `accounting`,
+Beyond the protocol: `hold`, `release`, `end_attempt`, `update_time_limit`, `accounting`,
 `native_dependency_ok`, `slurm_id`, `caldera_id`, `close`.
 """
 
@@ -39,6 +39,7 @@ from slurm_plugin.client import Identity, SlurmClient, SubmitRequest
 from slurm_plugin.config import RestAuth, SlurmClusterConfig, SubmitAs, Transport
 from slurm_plugin.discovery import Discovery, offered_cluster, placeholder_cluster
 from slurm_plugin.errors import SlurmError, SlurmRejected, SlurmUnreachable
+from slurm_plugin.job_control import SlurmJobControl
 from slurm_plugin.mapping import (
     SlurmRef,
     TargetInfo,
@@ -49,14 +50,14 @@ from slurm_plugin.mapping import (
 from slurm_plugin.rest import RestClient
 from slurm_plugin.rest_job import RestUnsupported
 from slurm_plugin.submit_args import build_request
-from slurm_plugin.watch import FORGET_AFTER_S, MISSING_GRACE_S, Tracked, Watcher
+from slurm_plugin.watch import FORGET_AFTER_S, MISSING_GRACE_S, Tracked
 
 __all__ = ["SlurmBackend"]
 
 log = logging.getLogger("caldera.slurm")
 
 
-class SlurmBackend(Watcher):
+class SlurmBackend(SlurmJobControl):
     """A Slurm cluster as a Caldera backend."""
 
     places_itself = True  # Slurm chooses the nodes; Caldera chooses cluster and partition
@@ -330,94 +331,6 @@ class SlurmBackend(Watcher):
             self._tracked[job.job_id] = Tracked(job, ref, user, time.monotonic())
 
     # --- control ----------------------------------------------------------------------
-
-    def _control(self) -> SlurmClient:
-        return self.cli or self.client
-
-    def _require_ref(self, job: Job) -> SlurmRef | None:
-        ref = self._ref(job)
-        if ref is None:
-            with self._lock:
-                t = self._tracked.get(job.job_id)
-            if t is not None and t.in_doubt:
-                ref = self._adopt_from_queue(job, t.slurm_user)
-                if ref is not None:
-                    self._track(job, ref, t.slurm_user)
-        return ref
-
-    def cancel(self, job: Job, signal: int | None = None, batch_only: bool = False) -> None:
-        """scancel, or send a signal (to the batch shell only with `batch_only`)."""
-        ref = self._require_ref(job)
-        if ref is None:
-            return  # never reached Slurm
-        try:
-            self._control().signal(
-                ref, signal, batch_only=batch_only, identity=self._control_identity(job)
-            )
-        except SlurmRejected as exc:
-            if exc.errno in (2017, 2021) or "already completing" in str(exc):
-                return
-            raise
-        except SlurmUnreachable as exc:
-            self._failed(exc)
-            raise
-
-    def _act(self, job: Job, action: str) -> None:
-        ref = self._require_ref(job)
-        if ref is None:
-            raise SlurmRejected(f"job {job.job_id} is not on cluster {self.name}", errno=2017)
-        try:
-            self._control().control(ref, action)
-        except SlurmUnreachable as exc:
-            self._failed(exc)
-            raise
-
-    def hold(self, job: Job, admin: bool = False) -> None:
-        """scontrol uhold (JobHeldUser) or hold (JobHeldAdmin) of a job Slurm queues."""
-        self._act(job, "hold" if admin else "uhold")
-
-    def release(self, job: Job) -> None:
-        """scontrol release."""
-        self._act(job, "release")
-
-    def requeue(self, job: Job, hold: bool = False) -> None:
-        """scontrol requeue[hold]: Slurm requeues (same Slurm id, restart count + 1)."""
-        self._act(job, "requeuehold" if hold else "requeue")
-
-    def update_time_limit(self, job: Job, minutes: int) -> None:
-        """scontrol update TimeLimit (minutes; Slurm checks partition limits)."""
-        from gateway.model.values import INFINITE
-
-        ref = self._require_ref(job)
-        if ref is None:
-            raise SlurmRejected(f"job {job.job_id} is not on cluster {self.name}", errno=2017)
-        value = "UNLIMITED" if minutes == INFINITE else str(minutes)
-        self._control().update(ref, {"TimeLimit": value})
-
-    def native_dependency_ok(self, job: Job, targets: Sequence[Job]) -> bool:
-        """May the gateway hand `job` to this cluster before its dependencies are met?
-
-        Yes when native dependencies are on and every target is a job of this cluster
-        that reached Slurm (or finished): Slurm then holds the job (Reason=Dependency).
-        `targets` are all of the gateway's records of the ids the dependency names."""
-        dep = job.spec.dependency
-        if not self.config.native_dependencies or dep is None:
-            return False
-        named = {i.job_id for i in dep.items if i.job_id}
-        if any(i.kind.value == "afterburstbuffer" for i in dep.items):
-            return False
-        for target_id in named:
-            records = [t for t in targets if t.job_id == target_id or t.array_job_id == target_id]
-            if not records:
-                return False
-            for t in records:
-                if t.is_array_meta and t.array_pending is not None:
-                    return False
-                if t.state.is_finished:
-                    continue
-                if t.cluster != self.name or not t.backend_id:
-                    return False
-        return True
 
     # --- events -----------------------------------------------------------------------
 

@@ -1,10 +1,13 @@
 """Slurm's view of a job as BackendEvents for the gateway (pure).
 
-- not finished -> `STARTED` carrying Slurm's state (PENDING while Slurm queues it, RUNNING,
-  SUSPENDED, COMPLETING ...), its reason and nodes: the gateway shows what Slurm shows;
+- a job found by its tag after its submission's answer was lost -> `SUBMITTED`;
+- not finished -> the kind `slurm_plugin.statuses.EVENT_OF_STATE` names for Slurm's state
+  (`PENDING` while Slurm queues it, `STARTED` once it runs, with Slurm's start time and
+  nodes, `OBSERVED` for SUSPENDED, COMPLETING ...), with its reason: the gateway shows what
+  Slurm shows;
 - finished -> `FINISHED` with state, reason, wait status and derived exit code, end time;
 - a Slurm job that neither slurmctld nor slurmdbd knows -> `LOST`;
-- the cluster cannot be reached -> `STARTED` with the job's last known state and
+- the cluster cannot be reached -> `OBSERVED` with the job's last known state and
   `Reason.CLUSTER_UNREACHABLE`;
 - sacct steps -> `STEP` events with Caldera's job id.
 """
@@ -16,8 +19,16 @@ from gateway.model.job import Step
 from gateway.model.state import JobState, Reason
 from slurm_plugin.client import JobStatus
 from slurm_plugin.mapping import reason_from_slurm
+from slurm_plugin.statuses import event_kind
 
-__all__ = ["finished_event", "lost_event", "state_event", "step_event", "unreachable_event"]
+__all__ = [
+    "finished_event",
+    "lost_event",
+    "state_event",
+    "step_event",
+    "submitted_event",
+    "unreachable_event",
+]
 
 
 def _nodes(row: JobStatus, prefix: str) -> tuple[str, ...]:
@@ -29,7 +40,7 @@ def state_event(job_id: int, row: JobStatus, prefix: str, now: float, run: int =
     reason, text = reason_from_slurm(row.reason)
     return BackendEvent(
         job_id=job_id,
-        kind=EventKind.STARTED,
+        kind=event_kind(row.state),
         time=row.start_time if row.start_time and row.state is not JobState.PENDING else now,
         state=row.state,
         reason=reason,
@@ -62,6 +73,13 @@ def finished_event(
     )
 
 
+def submitted_event(job_id: int, row: JobStatus, now: float, run: int = 0) -> BackendEvent:
+    """Slurm holds the job: found by its tag (the submission's answer was lost)."""
+    return BackendEvent(
+        job_id=job_id, kind=EventKind.SUBMITTED, time=now, backend_id=row.ref.text, run=run
+    )
+
+
 def lost_event(
     job_id: int, backend_id: str | None, now: float, why: str, run: int = 0
 ) -> BackendEvent:
@@ -82,7 +100,7 @@ def unreachable_event(
     """The job keeps its last known state; the reason says the cluster is unreachable."""
     return BackendEvent(
         job_id=job_id,
-        kind=EventKind.STARTED,
+        kind=EventKind.OBSERVED,
         time=now,
         state=state,
         reason=Reason.CLUSTER_UNREACHABLE,

@@ -1,14 +1,54 @@
-"""JobStatus rows from the model records that `from_slurm_json` builds (squeue/slurmrestd)."""
+"""Slurm's job states as Caldera sees them: the one table from a Slurm state to the event
+vocabulary (`EVENT_OF_STATE`), and JobStatus rows from the model records that
+`from_slurm_json` builds (squeue/slurmrestd)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from gateway.model.backend import EventKind
 from gateway.model.job import Job
-from gateway.model.state import Reason
+from gateway.model.state import JobState, Reason
+from slurm_plugin.client import JobStatus
 from slurm_plugin.mapping import SlurmRef
 
-__all__ = ["status_from_job"]
+__all__ = ["EVENT_OF_STATE", "event_kind", "status_from_job"]
 
-from slurm_plugin.client import JobStatus
+# Every state squeue/sacct/slurmrestd can report, and the event the watcher reports it as.
+# Slurm places its jobs itself: its queue (PD) and its other non-final states are mirrored,
+# only RUNNING is a start. REQUEUED/REQUEUE_HOLD/RESIZING are passing states of one Slurm job.
+EVENT_OF_STATE: Mapping[JobState, EventKind] = MappingProxyType(
+    {
+        JobState.PENDING: EventKind.PENDING,
+        JobState.REQUEUED: EventKind.PENDING,
+        JobState.REQUEUE_HOLD: EventKind.PENDING,
+        JobState.RUNNING: EventKind.STARTED,
+        JobState.CONFIGURING: EventKind.OBSERVED,
+        JobState.SUSPENDED: EventKind.OBSERVED,
+        JobState.COMPLETING: EventKind.OBSERVED,
+        JobState.SIGNALING: EventKind.OBSERVED,
+        JobState.STAGE_OUT: EventKind.OBSERVED,
+        JobState.STOPPED: EventKind.OBSERVED,
+        JobState.RESIZING: EventKind.OBSERVED,
+        JobState.COMPLETED: EventKind.FINISHED,
+        JobState.CANCELLED: EventKind.FINISHED,
+        JobState.FAILED: EventKind.FINISHED,
+        JobState.TIMEOUT: EventKind.FINISHED,
+        JobState.PREEMPTED: EventKind.FINISHED,
+        JobState.NODE_FAIL: EventKind.FINISHED,
+        JobState.BOOT_FAIL: EventKind.FINISHED,
+        JobState.DEADLINE: EventKind.FINISHED,
+        JobState.OUT_OF_MEMORY: EventKind.FINISHED,
+        JobState.SPECIAL_EXIT: EventKind.FINISHED,
+        JobState.REVOKED: EventKind.FINISHED,
+    }
+)
+
+
+def event_kind(state: JobState) -> EventKind:
+    """The event a Slurm job in `state` is reported as."""
+    return EVENT_OF_STATE[state]
 
 
 def status_from_job(job: Job) -> JobStatus:

@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gateway.model.backend import BackendEvent
+from gateway.model.backend import BackendEvent, EventKind
 from gateway.model.job import Job
 from gateway.model.state import JobState
 from slurm_plugin.cli import CliClient
@@ -25,9 +25,11 @@ from slurm_plugin.events import (
     lost_event,
     state_event,
     step_event,
+    submitted_event,
     unreachable_event,
 )
 from slurm_plugin.mapping import SlurmRef, make_tag, parse_tag
+from slurm_plugin.statuses import event_kind
 
 __all__ = ["FORGET_AFTER_S", "MISSING_GRACE_S", "Tracked", "Watcher"]
 
@@ -160,9 +162,10 @@ class Watcher:
                 t.ref, t.in_doubt = row.ref, False
                 if t.job.array_task_id is not None and row.ref.task is None:
                     t.ref = SlurmRef(row.ref.job_id, t.job.array_task_id)
+                events.append(submitted_event(t.job.job_id, row, now, t.job.restart_count))
             if t.slurm_user is None and row.user:
                 t.slurm_user = row.user
-            if row.state.is_finished:
+            if event_kind(row.state) is EventKind.FINISHED:
                 finished.append((t, row))
                 continue
             seen = (row.state, row.reason, row.nodes)

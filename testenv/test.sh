@@ -13,6 +13,9 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 bash testenv/slurm/install.sh
 if [ -x testenv/containers/install.sh ]; then bash testenv/containers/install.sh; fi
+bash testenv/kubelet/install.sh  # containerd, runc, CNI plugins, socat (real kubelet nodes)
+bash testenv/metrics/install.sh  # Debian's Prometheus (the /metrics e2e test)
+bash testenv/dashboard/install.sh  # Debian's chromium + driver, selenium (dashboard e2e)
 
 step "Python packages"
 python3 -m pip install -q --upgrade pip >/dev/null 2>&1 || true
@@ -31,6 +34,10 @@ if [ -x testenv/containers/up.sh ]; then bash testenv/containers/up.sh; fi
 cleanup() {
   step "stopping test services"
   bash testenv/k8s/down.sh >/dev/null 2>&1 || true
+  # the kubelet nodes and their own control plane (tests/support/kubelet_env.py), if a test
+  # run was interrupted before its session fixture stopped them
+  CALDERA_K8S_BASE=/tmp/caldera-k8s-kubelet bash testenv/kubelet/down.sh >/dev/null 2>&1 || true
+  CALDERA_K8S_BASE=/tmp/caldera-k8s-kubelet bash testenv/k8s/down.sh >/dev/null 2>&1 || true
   if [ -x testenv/containers/down.sh ]; then bash testenv/containers/down.sh >/dev/null 2>&1 || true; fi
   bash testenv/slurm/down.sh >/dev/null 2>&1 || true
 }

@@ -9,6 +9,7 @@ from hypothesis import settings
 pytest_plugins = [
     "tests.support.slurm_stack",
     "tests.support.k8s_env",
+    "tests.support.kubelet_env",
     "tests.support.gateway_env",
 ]
 

@@ -26,7 +26,9 @@ from gateway.api.errors import install_validation_handler
 from gateway.api.jobs_doc import JobsDocument
 from gateway.api.node_routes import node_router
 from gateway.api.peercred import PEER_KEY
+from gateway.api.policy_routes import policy_router
 from gateway.api.privacy import script_answer
+from gateway.api.site_doc import site_document
 from gateway.api.squeue_route import squeue_router
 from gateway.compat.errors import CompatError
 from gateway.compat.optypes import EarlyExit, ParseContext
@@ -35,6 +37,8 @@ from gateway.control import ops
 from gateway.control.arraytasks import Target, parse_targets
 from gateway.control.gateway import Gateway
 from gateway.control.submit import Caller, SbatchCall
+from gateway.dashboard.routes import dashboard_router
+from gateway.metrics.source import metrics_router
 from gateway.model.codec import (
     job_to_dict,
     step_to_dict,
@@ -203,7 +207,7 @@ async def submit_answer(gw: Gateway, caller: Caller, body: SbatchBody) -> dict[s
         token=body.token,
         retry=body.retry,
     )
-    out = await gw.sbatch(call, caller)
+    out = await gw.metrics.timed_submit(gw.sbatch(call, caller))  # /metrics: submit latency
     need = out.need_script
     return {
         "job_id": out.job_id,
@@ -251,26 +255,6 @@ def _results(results: list[ops.OpResult]) -> dict[str, Any]:
             }
             for r in results
         ]
-    }
-
-
-def _site(gw: Gateway) -> dict[str, Any]:
-    """What clients need to print records as slurmctld would (its defaults)."""
-    default = next(
-        (c.default_partition.name for c in gw.clusters.values() if c.default_partition), "debug"
-    )
-    times = {
-        p.name: p.default_time if p.default_time is not None else p.max_time
-        for c in gw.clusters.values()
-        for p in c.partitions
-    }
-    return {
-        "default_partition": default,
-        "partition_time": times,
-        "def_mem_per_cpu_mb": gw.config.def_mem_per_cpu_mb or None,
-        "job_requeue": gw.config.job_requeue,
-        "max_array_size": gw.config.max_array_size,
-        "cluster": gw.config.cluster_name,
     }
 
 
@@ -328,8 +312,11 @@ def build_app(gw: Gateway) -> FastAPI:
         max_body_size=MAX_BODY,
     )
     install_validation_handler(app)
-    app.include_router(node_router(gw, _caller, _site))
-    app.include_router(squeue_router(gw, _caller, _site))
+    app.include_router(node_router(gw, _caller, site_document))
+    app.include_router(squeue_router(gw, _caller, site_document))
+    app.include_router(policy_router(gw, _caller))  # sacctmgr, sshare, sprio
+    app.include_router(metrics_router(gw, _caller))  # /metrics, /v1/jobs/{id}/why
+    app.include_router(dashboard_router(gw, caller_from_scope))  # /ui/, /v1/token
 
     @app.exception_handler(StoreError)
     async def store_failed(request: Request, exc: StoreError) -> JSONResponse:
@@ -381,7 +368,7 @@ def build_app(gw: Gateway) -> FastAPI:
     async def jobs(request: Request) -> Response:
         """Every job squeue would show: {now, cluster, site, jobs}."""
         _caller(request, gw)
-        head = {"now": time.time(), "cluster": gw.config.cluster_name, "site": _site(gw)}
+        head = {"now": time.time(), "cluster": gw.config.cluster_name, "site": site_document(gw)}
         body = jobs_doc.render(head, gw.visible_jobs())
         return Response(body, media_type="application/json")
 
@@ -395,7 +382,11 @@ def build_app(gw: Gateway) -> FastAPI:
         if found is None:
             raise HTTPException(404, {"code": 2017, "message": "Invalid job id specified"})
         members = await gw.array_members(found.array_job_id) if found.array_job_id else [found]
-        return {"now": time.time(), "site": _site(gw), "jobs": [job_to_dict(j) for j in members]}
+        return {
+            "now": time.time(),
+            "site": site_document(gw),
+            "jobs": [job_to_dict(j) for j in members],
+        }
 
     @app.get(f"/{API_VERSION}/jobs/{{job_id}}/script")
     async def script(
@@ -486,7 +477,7 @@ def build_app(gw: Gateway) -> FastAPI:
         return {
             "now": time.time(),
             "cluster": gw.config.cluster_name,
-            "site": _site(gw),
+            "site": site_document(gw),
             "jobs": [job_to_dict(j) for j in merged],
             "steps": [step_to_dict(s) for s in steps],
         }

@@ -21,6 +21,7 @@ from gateway.control.gateway import Gateway
 from gateway.control.submit import Caller
 from gateway.model.cluster import NodeState
 from gateway.model.codec import node_to_dict, partition_to_dict
+from gateway.scheduler.snapshot import NodeFree
 from gateway.store.node_admin import NodeAdmin, drain_overlay
 
 __all__ = ["NodeUpdateBody", "node_router"]
@@ -40,10 +41,11 @@ def _fail(code: int, message: str) -> HTTPException:
     return HTTPException(400, {"code": code, "message": message})
 
 
-def node_states(gw: Gateway) -> dict[str, NodeState]:
-    """Each node's state as sinfo shows it: drained ones with jobs still on them DRAINING."""
+def node_states(gw: Gateway, free: Mapping[str, NodeFree] | None = None) -> dict[str, NodeState]:
+    """Each node's state as sinfo shows it: drained ones with jobs still on them DRAINING
+    (`free`: gw.free_resources(), when the caller has it already)."""
     out: dict[str, NodeState] = {}
-    for name, f in gw.free_resources().items():
+    for name, f in (gw.free_resources() if free is None else free).items():
         state = f.node.state
         if state is NodeState.DRAINED and f.jobs:
             out[name] = NodeState.DRAINING

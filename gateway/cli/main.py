@@ -16,6 +16,7 @@ import click
 
 from gateway.cli.client import Client, GatewayUnavailable
 from gateway.control.config import default_home, load_config
+from gateway.simulate.cli import simulate_command
 
 __all__ = ["main"]
 
@@ -27,6 +28,10 @@ SLURM_COMMANDS = {
     "sacct": "gateway.cli.sacct_cmd",
     "scontrol": "gateway.cli.scontrol_cmd",
     "srun": "containers.srun",
+    "salloc": "gateway.cli.salloc_cmd",
+    "sacctmgr": "gateway.cli.sacctmgr_cmd",
+    "sshare": "gateway.cli.sshare_cmd",
+    "sprio": "gateway.cli.sprio_cmd",
 }
 _PASS = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
 
@@ -328,8 +333,15 @@ def _slurm_command(name: str, module: str) -> click.Command:
     return run
 
 
+_token = _slurm_command("token", "gateway.cli.token_cmd")  # the dashboard's bearer tokens
+_token.help = "Print a dashboard token for you (as `scontrol token`): SLURM_JWT=..."
+cli.add_command(_token)
+_why = _slurm_command("why", "gateway.cli.why_cmd")
+_why.help = "Why a pending job waits: the shortfall behind its squeue reason."
+cli.add_command(_why)
 for _name, _module in SLURM_COMMANDS.items():
     cli.add_command(_slurm_command(_name, _module))
+cli.add_command(simulate_command)  # trace replay (gateway/simulate/)
 
 
 def main() -> None:

@@ -41,6 +41,7 @@ class SiteDefaults:
     max_switch_wait_s: int = 300
     default_qos: str = "normal"
     job_requeue: bool = True  # slurm.conf JobRequeue
+    partition_cpus: dict[str, int] = field(default_factory=dict)  # its largest node's CPUs
 
     def time_limit(self, partition: str) -> int:
         """A job's limit when it gave none: the partition's default (or max) time."""
@@ -216,4 +217,5 @@ def site_from(data: dict[str, Any]) -> SiteDefaults:
         def_mem_per_cpu_mb=site.get("def_mem_per_cpu_mb"),
         def_mem_per_node_mb=site.get("def_mem_per_node_mb"),
         job_requeue=bool(site.get("job_requeue", True)),
+        partition_cpus={k: int(v) for k, v in (site.get("partition_cpus") or {}).items()},
     )

@@ -107,7 +107,11 @@ class JobValues:
             return self.extras.num_nodes
         if self.job.nodes and not self.is_pending:
             return len(self.job.nodes)
-        return max(self.job.spec.nodes_min or 1, 1)
+        spec = self.job.spec
+        widest = self.site.partition_cpus.get(self.job.partition.split(",")[0], 0)
+        if spec.spreads_tasks and widest:  # slurmctld's estimate: on the partition's widest
+            return -(-(spec.ntasks or 1) * (spec.cpus_per_task or 1) // widest)
+        return max(spec.nodes_min or 1, 1)
 
     @property
     def max_nodes(self) -> int:

@@ -78,12 +78,14 @@ def _opt(value: int | None) -> str:
 
 def _expected_end(job: Job) -> float:
     """A running job's EndTime is when its time limit runs out (slurmctld sets end_time
-    at start: start + limit); 0 (Unknown) otherwise."""
-    if job.state is not JobState.RUNNING or job.start_time is None:
+    at start: start + limit), a planned pending job's is its expected start + limit (as
+    slurmctld's backfill sets it); 0 (Unknown) otherwise."""
+    start = job.start_time if job.state is JobState.RUNNING else job.expected_start
+    if job.state not in (JobState.RUNNING, JobState.PENDING) or start is None:
         return 0
     if job.time_limit in (INFINITE, NO_VAL, 0):
         return 0
-    return job.start_time + job.time_limit * 60
+    return start + job.time_limit * 60
 
 
 def _eligible_time(job: Job) -> float | None:
@@ -97,9 +99,13 @@ def _eligible_time(job: Job) -> float | None:
 
 
 def _start_time(job: Job) -> float | None:
-    """A pending job's StartTime is its --begin time (slurmctld's expected start)."""
-    if job.start_time is None and job.state is JobState.PENDING and job.spec.begin:
-        return float(job.spec.begin)
+    """A pending job's StartTime is its backfill plan, else its --begin time (slurmctld's
+    expected start)."""
+    if job.start_time is None and job.state is JobState.PENDING:
+        if job.sched_start is not None:
+            return job.sched_start
+        if job.spec.begin:
+            return float(job.spec.begin)
     return job.start_time
 
 

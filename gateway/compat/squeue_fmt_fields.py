@@ -93,6 +93,13 @@ def _time_or_na(epoch: float | None) -> str:
     return make_time_str(epoch) if epoch else "N/A"
 
 
+def _sched_nodes(r: SqueueRow) -> str | None:
+    """The nodes a pending job is planned on (Slurm's or Caldera's backfill plan)."""
+    if r.values.extras.sched_nodes is not None:
+        return r.values.extras.sched_nodes
+    return r.job.sched_nodes if r.job.state is JobState.PENDING else None
+
+
 def _job_id(r: SqueueRow) -> str:
     job = r.job
     ex = r.values.extras
@@ -249,7 +256,7 @@ SQUEUE_FIELDS: tuple[SqueueField, ...] = (
     F("R", ("reasonlist",), "NODELIST(REASON)", _reason_list, 0, False, cut=False,
       header_cut=False),
     F("s", ("selectjobinfo",), "", lambda r: ""),
-    F("S", ("starttime",), "START_TIME", lambda r: _time_or_na(r.job.start_time), 19, True),
+    F("S", ("starttime",), "START_TIME", lambda r: _time_or_na(r.job.expected_start), 19, True),
     F("t", ("statecompact",), "ST", lambda r: r.job.state.code, 2, True),
     F("T", ("state",), "STATE", lambda r: r.job.state.long, 8, True),
     F("u", ("username",), "USER", lambda r: r.job.user, 8, True),
@@ -261,7 +268,7 @@ SQUEUE_FIELDS: tuple[SqueueField, ...] = (
     F("x", ("excnodes",), "EXC_NODES", lambda r: _nodes(r.job.spec.exclude), cut=False),
     F("X", ("corespec",), "CORE_SPEC", lambda r: "N/A"),
     F("y", ("nice",), "NICE", lambda r: str(r.values.nice)),
-    F("Y", ("schednodes",), "SCHEDNODES", lambda r: r.values.extras.sched_nodes, 20, False,
+    F("Y", ("schednodes",), "SCHEDNODES", _sched_nodes, 20, False,
       cut=False, header_cut=False),
     F("z", ("sct",), "S:C:T", _sct),
     F("Z", ("workdir",), "WORK_DIR", lambda r: r.job.spec.workdir),

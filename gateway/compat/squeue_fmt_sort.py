@@ -29,7 +29,7 @@ Key = Callable[["SqueueRow"], Any]
 
 def _start(row: SqueueRow) -> float:
     job = row.job
-    start = job.start_time or 0
+    start = job.expected_start or 0
     if job.state is JobState.PENDING and start < row.now:
         return row.now
     return start
@@ -99,8 +99,8 @@ def _by_start(rows: list[SqueueRow], reverse: bool) -> list[SqueueRow]:
     the rows with a start time come first, in stable order, then the right half's rows
     without one, then the left half's: over the whole sort, the latter end up reversed.
     The same order as replaying the merge (the tests check both), in O(n log n) C."""
-    known = [r for r in rows if r.job.start_time]
-    unknown = [r for r in rows if not r.job.start_time]
+    known = [r for r in rows if r.job.expected_start]
+    unknown = [r for r in rows if not r.job.expected_start]
     unknown.reverse()
     return [*sorted(known, key=_start, reverse=reverse), *unknown]
 

@@ -4,12 +4,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from gateway.compat.cnum import strtol
+from gateway.model.job import Job
 from gateway.model.values import ArraySpec, IndexRange
 
-__all__ = ["Target", "parse_targets", "remove_index"]
+__all__ = ["Target", "parse_targets", "remove_index", "split_task"]
 
 
 def remove_index(spec: ArraySpec, index: int) -> ArraySpec | None:
@@ -85,3 +87,15 @@ def parse_targets(text: str) -> list[Target] | None:
         out.append(Target(value, tasks))
         i = end
     return out
+
+
+def split_task(meta: Job, index: int, new_id: Callable[[], int]) -> tuple[Job, Job | None]:
+    """Take one pending task out of an array meta record: (task record, new meta), the
+    meta being None when it was the last task (the record becomes that task, as in
+    slurmctld)."""
+    assert meta.array_pending is not None
+    remaining = remove_index(meta.array_pending, index)
+    if remaining is None:
+        return replace(meta, array_task_id=index, array_pending=None), None
+    task = replace(meta, job_id=new_id(), array_task_id=index, array_pending=None)
+    return task, replace(meta, array_pending=remaining)

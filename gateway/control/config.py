@@ -17,6 +17,8 @@ from typing import Any
 
 import psutil
 
+from gateway.scheduler.bf_params import parse_scheduler_parameters
+
 __all__ = [
     "ClusterEntry",
     "ClusterKind",
@@ -112,6 +114,9 @@ class GatewayConfig:
     cycle_interval_s: float = 0.2
     min_cycle_gap_s: float = 0.05
     plugins: tuple[str, ...] = ()  # empty: the built-in default list
+    # Slurm's SchedulerParameters syntax for the backfill knobs (bf_window, bf_resolution,
+    # bf_max_job_test, bf_mode, bf_depth, bf_estimates): gateway/scheduler/bf_params.py
+    scheduler_parameters: str = ""
     qos: tuple[str, ...] = ("normal",)
     accept_any_qos: bool = True
     job_requeue: bool = True
@@ -132,6 +137,12 @@ class GatewayConfig:
     slurm: dict[str, Any] | None = None
     # Kubernetes clusters behind the gateway: the [kubernetes] table (k8s_bridge/config.py)
     kubernetes: dict[str, Any] | None = None
+    # slurm.conf's Priority* settings: the [priority] table (gateway/policy/config.py)
+    priority: dict[str, Any] | None = None
+    # Prometheus /metrics on TCP: the [metrics] table (gateway/metrics/listener.py)
+    metrics: dict[str, Any] | None = None
+    # the web dashboard's [dashboard] table (gateway/dashboard/settings.py): TCP listener, key
+    dashboard: dict[str, Any] | None = None
     # node agents (ZeroMQ + CURVE); the endpoint actually bound is written to agents.endpoint
     agents: bool = True
     agent_bind: str = "tcp://127.0.0.1:*"
@@ -166,6 +177,20 @@ def _coerce(name: str, value: Any) -> Any:
         return frozenset(int(v) for v in value) | {0}
     if name in ("qos", "plugins"):
         return tuple(value)
+    if name == "priority":
+        from gateway.policy.config import priority_config
+
+        try:
+            priority_config(value)
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise ConfigError(f"caldera.toml: {exc}") from None
+        return dict(value)
+    if name == "scheduler_parameters":
+        try:
+            parse_scheduler_parameters(str(value))
+        except ValueError as exc:
+            raise ConfigError(f"caldera.toml: scheduler_parameters: {exc}") from None
+        return str(value)
     return value
 
 

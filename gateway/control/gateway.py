@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import operator
 import os
 import signal
 import sqlite3
@@ -22,10 +23,12 @@ from dataclasses import dataclass, replace
 from gateway.backend import Capabilities, capabilities_of
 from gateway.compat.errors import CompatError
 from gateway.compat.optypes import EarlyExit
-from gateway.control.arraytasks import remove_index
+from gateway.control.arraytasks import split_task
 from gateway.control.config import GatewayConfig
 from gateway.control.jobtable import JobTable
 from gateway.control.launcher import Launcher
+from gateway.control.polling import describe_all, poll_all
+from gateway.control.site import gres_types_of, test_only_message
 from gateway.control.snapshots import build_snapshot, free_resources
 from gateway.control.submit import (
     Caller,
@@ -37,12 +40,16 @@ from gateway.control.submit import (
 )
 from gateway.control.transitions import after_event, ended, requeued
 from gateway.logutil import RateLimitedLogger
+from gateway.metrics.observe import GatewayMetrics
 from gateway.model.backend import Backend, BackendEvent, EventKind
 from gateway.model.cluster import ClusterState
 from gateway.model.job import Job
 from gateway.model.state import JobState, Reason
+from gateway.policy.service import policy_of
+from gateway.scheduler.bf_params import parse_scheduler_parameters
 from gateway.scheduler.catalog import DEFAULT_PLUGINS, FACTORIES
 from gateway.scheduler.cycle import run_cycle
+from gateway.scheduler.plan import apply_plan
 from gateway.scheduler.plugins import Registry
 from gateway.scheduler.snapshot import NodeFree, Snapshot
 from gateway.store.base import JobQuery, StoredEvent, StoreError, Submission
@@ -92,6 +99,7 @@ class Gateway:
         self._finished_at: dict[int, float] = {}
         self.next_id = store.max_job_id() + 1
         self.registry = Registry.build(config.plugins or DEFAULT_PLUGINS, FACTORIES)
+        self.registry.backfill = parse_scheduler_parameters(config.scheduler_parameters)
         self.clusters: dict[str, ClusterState] = {n: b.describe() for n, b in backends.items()}
         self.sites = dict(sites or {})  # clusters described by configuration, not backends
         self.clusters.update(self.sites)
@@ -99,6 +107,7 @@ class Gateway:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self.cycles = 0
+        self.metrics = GatewayMetrics()  # cycle and submit timings, starts and ends (/metrics)
         self._gres_types: tuple[tuple[ClusterState, ...], tuple[str, ...]] | None = None
         self.launcher = Launcher(self)
         # (owner uid, submission token) -> the job id once committed (None: not stored)
@@ -178,6 +187,7 @@ class Gateway:
         return job_id
 
     def _remember(self, job: Job) -> None:
+        self.metrics.job_changed(self.jobs.get(job.job_id), job)
         self.jobs[job.job_id] = job
         if job.state.is_finished:
             self._finished_at.setdefault(job.job_id, self.clock())
@@ -281,18 +291,9 @@ class Gateway:
         return await asyncio.to_thread(self.store.job_for_token, *key)
 
     def _test_only(self, job: Job) -> SubmitOutcome:
-        snap = self._snapshot([job])
-        result = run_cycle(snap, self.registry)
-        start = self.clock()
-        nodes = ",".join(p.node for p in result.starts[0].placement) if result.starts else ""
-        cpus = sum(p.cpus for p in result.starts[0].placement) if result.starts else 0
-        from gateway.compat.job_fields import slurm_time
-
-        msg = (
-            f"sbatch: Job {job.job_id} to start at {slurm_time(int(start))} using {cpus} "
-            f"processors on nodes {nodes} in partition {job.partition.split(',')[0]}\n"
-        )
-        return SubmitOutcome(None, "", msg, 0)
+        result = run_cycle(self._snapshot([job]), self.registry)
+        first = result.starts[0] if result.starts else None
+        return SubmitOutcome(None, "", test_only_message(job, first, self.clock()), 0)
 
     def gres_types(self) -> tuple[str, ...]:
         """The generic resources some node of some cluster has (Slurm's GresTypes); read on
@@ -302,12 +303,9 @@ class Gateway:
         if (
             cached is None
             or len(cached[0]) != len(key)
-            or any(a is not b for a, b in zip(cached[0], key, strict=True))
+            or any(map(operator.is_not, cached[0], key))
         ):
-            clusters = self.clusters.values()
-            names = {name for c in clusters for n in c.nodes for name, _, _ in n.gres}
-            names |= {"gpu"} if any(n.gpus for c in clusters for n in c.nodes) else set()
-            cached = self._gres_types = (key, tuple(sorted(names)))
+            cached = self._gres_types = (key, gres_types_of(key))
         return cached[1]
 
     # --- queries --------------------------------------------------------------------
@@ -362,19 +360,19 @@ class Gateway:
 
     async def cycle_once(self) -> None:
         """Poll backends, then run one scheduling cycle and apply its decisions."""
-        for name, backend in self.backends.items():
-            if name not in self.sites:
-                self.clusters[name] = backend.describe()
-        for backend in self.backends.values():
-            events = backend.poll()
+        self.clusters.update(await describe_all(self.backends, self.sites))
+        for events in await poll_all(self.backends):
             if events:
                 await self._apply_events(events)
         self._forget_old()
+        await policy_of(self).refresh()  # multifactor priorities (gateway/policy/service.py)
+        began = time.perf_counter()
         snap = self._snapshot()
         if not snap.pending:
             return
         result = run_cycle(snap, self.registry)
         self.cycles += 1
+        self.metrics.observe_cycle(time.perf_counter() - began, len(snap.pending), result.starts)
         changed: list[Job] = []
         for job_id, reason in result.reasons.items():
             job = self.jobs.get(job_id)
@@ -391,6 +389,9 @@ class Gateway:
                 changed.append(self.ended(job, JobState.CANCELLED, reason=reason))
             elif job.reason is not reason:
                 changed.append(replace(job, reason=reason))
+        changed, replanned = apply_plan(changed, snap.pending, self.jobs.get, result.planned)
+        for job in replanned:  # in memory only: the plan is recomputed every cycle
+            self._remember(job)
         starts = self.launcher.not_backed_off(result.starts, changed)
         await self._commit_or_log(changed, "reason")
         prepared = [(d, self.launcher.prepare(d)) for d in starts]
@@ -492,9 +493,4 @@ class Gateway:
 
     def split_task(self, meta: Job, index: int) -> tuple[Job, Job | None]:
         """Take one pending task out of an array meta record: (task record, new meta)."""
-        assert meta.array_pending is not None
-        remaining = remove_index(meta.array_pending, index)
-        if remaining is None:
-            return replace(meta, array_task_id=index, array_pending=None), None
-        task = replace(meta, job_id=self._alloc_id(), array_task_id=index, array_pending=None)
-        return task, replace(meta, array_pending=remaining)
+        return split_task(meta, index, self._alloc_id)

@@ -1,15 +1,17 @@
 """The gateway's live jobs, with the indexes a scheduling cycle reads.
 
 A cycle needs the jobs it may start, the jobs holding resources, the unfinished jobs of a
-(user, name) for `singleton`, and an array's records. Scanning every live job for each
-of these made a cycle cost O(all jobs), so a queue of many held or waiting jobs slowed
-every submission. Each write re-indexes the one job it changes instead.
+(user, name) for `singleton`, and an array's records; /metrics needs the number of jobs per
+label set (state, partition, cluster, user, account, reason, hold). Scanning every live job
+for each of these made a cycle (or a scrape) cost O(all jobs), so a queue of many held or
+waiting jobs slowed every submission. Each write re-indexes the one job it changes instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from gateway.metrics.collect import JobKey, job_key
 from gateway.model.job import Job
 from gateway.model.state import JobState
 
@@ -31,6 +33,7 @@ class JobTable(Mapping[int, Job]):
         self.active: dict[int, Job] = {}  # holding or about to hold resources
         self._by_user_name: dict[tuple[int, str], set[int]] = {}  # unfinished only
         self._by_array: dict[int, set[int]] = {}  # array_job_id -> its records
+        self.label_counts: dict[JobKey, int] = {}  # jobs per /metrics label set
 
     def __getitem__(self, job_id: int) -> Job:
         return self._jobs[job_id]
@@ -73,6 +76,8 @@ class JobTable(Mapping[int, Job]):
 
     def _index(self, job: Job) -> None:
         jid = job.job_id
+        key = job_key(job)
+        self.label_counts[key] = self.label_counts.get(key, 0) + 1
         if _schedulable(job):
             self.pending[jid] = job
         if job.state.is_active:
@@ -84,6 +89,12 @@ class JobTable(Mapping[int, Job]):
 
     def _unindex(self, job: Job) -> None:
         jid = job.job_id
+        label = job_key(job)
+        left = self.label_counts[label] - 1
+        if left:
+            self.label_counts[label] = left
+        else:
+            del self.label_counts[label]
         self.pending.pop(jid, None)
         self.active.pop(jid, None)
         key = (job.uid, job.spec.name)

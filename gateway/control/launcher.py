@@ -97,7 +97,7 @@ class Launcher:
             nodes=tuple(p.node for p in placement),
             placement=placement,
             num_cpus=sum(p.cpus for p in placement),
-            partition=self._partition_for(task, placement[0].node),
+            partition=decision.partition,
             cluster=decision.cluster,
         )
         self.gw.jobs[running.job_id] = running
@@ -198,16 +198,6 @@ class Launcher:
             return  # requeued or ended meanwhile: that decision stands
         failed = self.gw.ended(current, JobState.FAILED, 1 << 8, Reason.JOB_LAUNCH_FAILURE)
         await self.gw._commit_or_log([replace(failed, state_desc=str(exc)[:200])], "launch-failed")
-
-    def _partition_for(self, job: Job, node: str) -> str:
-        wanted = job.partition.split(",")
-        for cluster in self.gw.clusters.values():
-            for n in cluster.nodes:
-                if n.name == node:
-                    for name in wanted:
-                        if name in n.partitions:
-                            return name
-        return wanted[0]
 
 
 def _same_run(current: Job, running: Job) -> bool:

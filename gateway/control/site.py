@@ -1,20 +1,32 @@
 """The local site: its nodes and partitions as a ClusterState, and the submit-time checks
-slurmctld makes against a site (partition names, whether any node could ever fit a job).
+and answers slurmctld makes against a site (partition names, whether any node could ever
+fit a job, GresTypes, `sbatch --test-only`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from gateway.compat.duration import time_str_to_mins
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.compat.verify import SubmitError
 from gateway.control.config import GatewayConfig
 from gateway.model.cluster import ClusterState, Gpu, Node, Partition
+from gateway.model.job import Job
 from gateway.model.jobspec import JobSpec
 from gateway.model.values import NO_VAL
+from gateway.scheduler.cycle import Decision
 from gateway.scheduler.part_limits import config_detail, fitting_nodes
 from gateway.scheduler.request import constraint_satisfied, node_request
+from gateway.scheduler.selection import default_target
 
-__all__ = ["check_request", "local_cluster", "pick_partitions"]
+__all__ = [
+    "check_request",
+    "gres_types_of",
+    "local_cluster",
+    "pick_partitions",
+    "test_only_message",
+]
 
 
 def _minutes(text: str | None) -> int | None:
@@ -76,11 +88,10 @@ def pick_partitions(spec: JobSpec, clusters: dict[str, ClusterState]) -> tuple[s
                     SlurmErrno.INVALID_PARTITION_NAME, f"invalid partition specified: {name}"
                 )
         return spec.partitions
-    for cluster in clusters.values():
-        default = cluster.default_partition
-        if default is not None:
-            return (default.name,)
-    raise SubmitError(SlurmErrno.DEFAULT_PARTITION_NOT_SET)
+    home = default_target(clusters)
+    if home is None:
+        raise SubmitError(SlurmErrno.DEFAULT_PARTITION_NOT_SET)
+    return (home.partition,)
 
 
 def check_request(
@@ -119,3 +130,24 @@ def check_request(
             raise SubmitError(SlurmErrno.INVALID_NODE_NAME)
     if fit:
         raise SubmitError(SlurmErrno.REQUESTED_NODE_CONFIG_UNAVAILABLE, config_detail(spec, seen))
+
+
+def gres_types_of(clusters: Iterable[ClusterState]) -> tuple[str, ...]:
+    """Slurm's GresTypes: the generic resources some node of these clusters has."""
+    clusters = tuple(clusters)
+    names = {name for c in clusters for n in c.nodes for name, _, _ in n.gres}
+    names |= {"gpu"} if any(n.gpus for c in clusters for n in c.nodes) else set()
+    return tuple(sorted(names))
+
+
+def test_only_message(job: Job, first: Decision | None, now: float) -> str:
+    """`sbatch --test-only`'s answer for the cycle's decision on the job (None: no start)."""
+    from gateway.compat.job_fields import slurm_time
+
+    nodes = ",".join(p.node for p in first.placement) if first else ""
+    cpus = sum(p.cpus for p in first.placement) if first else 0
+    partition = first.partition if first else job.partition.split(",")[0]
+    return (
+        f"sbatch: Job {job.job_id} to start at {slurm_time(int(now))} using {cpus} "
+        f"processors on nodes {nodes} in partition {partition}\n"
+    )

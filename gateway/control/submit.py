@@ -20,6 +20,7 @@ from gateway.model.cluster import ClusterState
 from gateway.model.job import Hold, Job
 from gateway.model.jobspec import JobSpec
 from gateway.model.state import JobState, Reason
+from gateway.policy.priority import basic_priority
 from gateway.scheduler.dependencies import prune_missing
 from gateway.scheduler.part_limits import partition_limit
 
@@ -32,8 +33,6 @@ __all__ = [
     "priority_for",
     "submit_message",
 ]
-
-_PRIORITY_BASE = 0xFFFF0000  # FIFO: each later job one lower, as Slurm's priority/basic
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +111,9 @@ def parse_call(
 
 
 def priority_for(job_id: int, nice: int | None) -> int:
-    """FIFO priority with nice applied (never below 1)."""
-    return max(1, _PRIORITY_BASE - job_id - (nice or 0))
+    """A new or released job's priority until the cycle's refresh computes it (priority
+    lives in gateway/policy: FIFO here, multifactor at the refresh)."""
+    return basic_priority(job_id, nice)
 
 
 def build_job(

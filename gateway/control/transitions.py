@@ -97,7 +97,11 @@ def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -
         return ended(job, JobState.NODE_FAIL, now, 0, Reason.NODE_DOWN)
     if ev.kind is EventKind.WITHDRAWN and handed:
         return withdrawn(job, ev.reason or Reason.RESOURCES, ev.message)
-    if ev.kind is EventKind.STARTED and not job.state.is_finished:
+    if ev.kind is EventKind.SUBMITTED and not job.state.is_finished:
+        if job.backend_id or not ev.backend_id:
+            return None
+        return replace(job, backend_id=ev.backend_id)
+    if ev.kind.mirrors_state and not job.state.is_finished:
         # a backend that queues jobs itself (Slurm) reports its own state and reason
         changed = replace(job, backend_id=job.backend_id or ev.backend_id)
         if ev.state is not None and ev.state is not job.state:

@@ -61,15 +61,29 @@ class Launch:
 
 
 class EventKind(Enum):
-    """What a backend reports."""
+    """What a backend reports: the one vocabulary every adapter maps its own states to (each
+    in one table: containers.events, slurm_plugin.statuses, k8s_bridge.gang)."""
 
+    # the backend holds the job (backend_id), found after the submit's answer was lost
+    SUBMITTED = "submitted"
+    # the backend queues the job itself (Slurm's PD): `reason` says why it waits there
+    PENDING = "pending"
+    # the job runs: `started_at` is the backend's own start time, `nodes` where it runs
     STARTED = "started"
-    FINISHED = "finished"
-    STEP = "step"  # a step started or ended (sacct)
+    # any other non-final state of a backend that places jobs itself, mirrored as it is
+    # (SUSPENDED, COMPLETING, CONFIGURING ...; its last known state while unreachable)
+    OBSERVED = "observed"
+    FINISHED = "finished"  # final `state`, `exit_code`, end `time`
     LOST = "lost"  # the backend no longer knows the job (node or supervisor gone)
     # the backend handed back a job it never started (its placement can no longer be bound;
     # nothing of it is left): the job waits again and the gateway places it anew, same run
     WITHDRAWN = "withdrawn"
+    STEP = "step"  # a step started or ended (sacct)
+
+    @property
+    def mirrors_state(self) -> bool:
+        """Whether the event carries a non-final state the gateway shows as the backend's."""
+        return self in (EventKind.PENDING, EventKind.STARTED, EventKind.OBSERVED)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -88,6 +88,10 @@ class Job:
     restart_count: int = 0
     state_desc: str | None = None
     cancelled_by: int | None = None  # uid (sacct "CANCELLED by N")
+    # a pending job's backfill plan (gateway/scheduler/backfill.py): when and where it is
+    # expected to start (squeue --start %S and %Y, scontrol StartTime); None: no estimate
+    sched_start: float | None = None
+    sched_nodes: str | None = None  # hostlist expression
 
     @property
     def is_array_meta(self) -> bool:
@@ -103,6 +107,14 @@ class Job:
         if self.array_job_id and self.array_pending:
             return f"{self.array_job_id}_[{self.array_pending.task_str()}]"
         return str(self.job_id)
+
+    @property
+    def expected_start(self) -> float | None:
+        """When it started, or for a pending job when the backfill plan expects it to
+        (slurmctld's start_time of a pending job); None when unknown."""
+        if self.start_time is not None:
+            return self.start_time
+        return self.sched_start if self.state is JobState.PENDING else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -138,6 +138,25 @@ class JobSpec:
         """Whether this is a job array."""
         return self.array is not None
 
+    @property
+    def spreads_tasks(self) -> bool:
+        """`-n N` without a node count: the job takes as many nodes as its tasks need,
+        decided when it is placed (Slurm's default; `-n 5` on 2-CPU nodes runs on three).
+        GPU and per-node requests keep a fixed node count."""
+        return (
+            (self.ntasks or 0) > 1
+            and self.nodes_min is None
+            and self.ntasks_per_node is None
+            and not self.nodelist
+            and not self.mincpus
+            and not (
+                any(g.name == "gpu" for g in self.gres)
+                or self.gpus
+                or self.gpus_per_node
+                or self.gpus_per_task
+            )
+        )
+
 
 # --- versioned JSON -----------------------------------------------------------------
 

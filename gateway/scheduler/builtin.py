@@ -9,6 +9,7 @@ from collections.abc import Callable
 from gateway.model.job import Hold, Job
 from gateway.model.state import Reason
 from gateway.model.values import INFINITE
+from gateway.policy.limits import LimitGate
 from gateway.scheduler.dependencies import DepResult, evaluate
 from gateway.scheduler.part_limits import never_fits, partition_limit
 from gateway.scheduler.plugins import OK, Code, Status
@@ -95,11 +96,24 @@ class PartitionGate:
     name = "partition"
 
     def check(self, job: Job, snap: Snapshot) -> Status:
-        """OK when some cluster's partition admits the job."""
+        """OK when some cluster's partition of the job's list admits the job; else the
+        reason of the first partition named (as slurmctld reports for a -p a,b job)."""
+        refusals = [self._refusal(job, name, snap) for name in job.partition.split(",") if name]
+        if refusals and all(r is not None for r in refusals):
+            return refusals[0] or OK
+        if job.spec.hold and never_fits(
+            job.spec, tuple(snap.clusters.values()), job.partition, snap.def_mem_per_cpu_mb
+        ):
+            return Status(Code.WAIT, Reason.BAD_CONSTRAINTS)
+        return OK
+
+    @staticmethod
+    def _refusal(job: Job, name: str, snap: Snapshot) -> Status | None:
+        """Why partition `name` does not admit the job (None: it does)."""
         limit = job.spec.time_limit
         seen = False
         for cluster in snap.clusters.values():
-            part = cluster.partition(job.partition) if job.partition else None
+            part = cluster.partition(name)
             if part is None:
                 continue
             seen = True
@@ -114,13 +128,7 @@ class PartitionGate:
             size = partition_limit(job.spec, cluster, part)
             if size is not None:
                 return Status(Code.WAIT, size)
-        if not seen and job.partition:
-            return Status(Code.WAIT, Reason.PARTITION_DOWN)
-        if job.spec.hold and never_fits(
-            job.spec, tuple(snap.clusters.values()), job.partition, snap.def_mem_per_cpu_mb
-        ):
-            return Status(Code.WAIT, Reason.BAD_CONSTRAINTS)
-        return OK
+        return None if seen else Status(Code.WAIT, Reason.PARTITION_DOWN)
 
 
 class ResourceFit:
@@ -180,6 +188,7 @@ FACTORIES: dict[str, Callable[[], object]] = {
     "dependency": DependencyGate,
     "array-throttle": ArrayThrottleGate,
     "partition": PartitionGate,
+    "limits": LimitGate,  # QOS and association limits (gateway/policy/limits.py)
     "fit": ResourceFit,
     "binpack": BinPack,
 }
@@ -190,6 +199,7 @@ DEFAULT_PLUGINS = (
     "dependency",
     "array-throttle",
     "partition",
+    "limits",
     "fit",
     "binpack",
 )

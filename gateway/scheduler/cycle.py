@@ -1,10 +1,14 @@
 """One scheduling cycle: snapshot in, decisions out, as ordered actions.
 
 1. enqueue  - every pending job through the gates; collect the eligible ones
-2. allocate - eligible jobs in queue order; a gang is placed through a Statement that
-              commits every node's share or none
-3. backfill - once the top job is blocked, later jobs may start only if they end before
-              the top job could start (EASY backfilling, from the jobs' time limits)
+2. allocate - eligible jobs in queue order; the registry's cluster selector names the
+              (cluster, partition) targets a job may use, best first, and the gang is placed
+              within one target's nodes through a Statement that commits every node's share
+              or none
+3. backfill - once the top job is blocked it gets a reservation (start and nodes, from
+              running jobs' time limits); later jobs may start only without delaying the
+              binding reservations (EASY: the top job's; backfill.py), and each blocked job
+              tested gets an expected start (squeue --start)
 The cycle never mutates the snapshot and performs no IO; the gateway applies the result.
 """
 
@@ -14,12 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from gateway.compat.hostlist import compress
-from gateway.model.cluster import NodeState
+from gateway.model.cluster import ClusterState, NodeState
 from gateway.model.job import Job, RankPlacement
 from gateway.model.state import Reason
-from gateway.model.values import INFINITE
+from gateway.scheduler.backfill import Planned, Planner
 from gateway.scheduler.plugins import Code, Registry
-from gateway.scheduler.request import NodeRequest, node_request
+from gateway.scheduler.request import NodeRequest, node_request, task_capacity
+from gateway.scheduler.selection import Target
 from gateway.scheduler.snapshot import NodeFree, Snapshot
 
 __all__ = ["CycleResult", "Decision", "Statement", "run_cycle"]
@@ -27,12 +32,15 @@ __all__ = ["CycleResult", "Decision", "Statement", "run_cycle"]
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """Start `job` (for an array: its task `task`) on these nodes."""
+    """Start `job` (for an array: its task `task`) on these nodes of `partition` of
+    `cluster`: the cluster and partition are decided by the cycle (cluster selection), the
+    nodes are within them."""
 
     job: Job
     placement: tuple[RankPlacement, ...]
     cluster: str
     task: int | None = None
+    partition: str = field(kw_only=True)
 
 
 @dataclass
@@ -43,6 +51,7 @@ class CycleResult:
     reasons: dict[int, Reason] = field(default_factory=dict)  # job id -> new pending reason
     never: dict[int, Reason] = field(default_factory=dict)  # jobs that can never run
     descs: dict[int, str] = field(default_factory=dict)  # job id -> slurmctld's state_desc
+    planned: dict[int, Planned] = field(default_factory=dict)  # job id -> expected start
 
 
 class Statement:
@@ -81,19 +90,36 @@ class Statement:
 
 
 def _candidates(
-    req: NodeRequest, free: dict[str, NodeFree], reg: Registry, snap: Snapshot
+    req: NodeRequest,
+    free: dict[str, NodeFree],
+    reg: Registry,
+    snap: Snapshot,
+    within: frozenset[str] | None = None,
 ) -> list[NodeFree]:
-    fits = [f for f in free.values() if all(p.fits(req, f, snap) for p in reg.filters)]
+    """The nodes (of `within`, when given: the selected cluster's) that fit, best first."""
+    fits = [
+        f
+        for f in free.values()
+        if (within is None or f.node.name in within)
+        and all(p.fits(req, f, snap) for p in reg.filters)
+    ]
     fits.sort(key=lambda f: (-sum(s.score(req, f, snap) for s in reg.scores), f.node.name))
     return fits
 
 
 def _place(
-    job: Job, req: NodeRequest, free: dict[str, NodeFree], reg: Registry, snap: Snapshot
+    job: Job,
+    req: NodeRequest,
+    free: dict[str, NodeFree],
+    reg: Registry,
+    snap: Snapshot,
+    within: frozenset[str] | None = None,
 ) -> tuple[RankPlacement, ...] | None:
-    cands = _candidates(req, free, reg, snap)
+    cands = _candidates(req, free, reg, snap, within)
     if len(cands) < req.nodes:
         return None
+    if req.spread:
+        return _place_spread(req, cands, free, snap)
     chosen: Sequence[NodeFree] | None = None
     for plugin in reg.placement:
         chosen = plugin.choose(req, cands, snap)
@@ -105,9 +131,12 @@ def _place(
         return None
     stmt = Statement(free)
     out: list[RankPlacement] = []
+    widest = max(req.tasks_per_node)
     for f, tasks in zip(chosen, req.tasks_per_node, strict=False):
         node = f.node
-        cpus = node.cpus if req.exclusive else req.cpus
+        # a node with fewer tasks takes fewer CPUs (-N 2 -n 3: 2,1, as Slurm allocates)
+        fewer = max(req.cpus - (widest - tasks) * req.cpus_per_task, 1)
+        cpus = node.cpus if req.exclusive else fewer
         memory = req.memory_for(cpus, snap.def_mem_per_cpu_mb, node.memory_mb)
         gpus = stmt.allocate(node.name, cpus, memory, req.gpus, req.exclusive)
         out.append(RankPlacement(node.name, tasks, cpus, memory, gpus))
@@ -115,40 +144,70 @@ def _place(
     return tuple(out)
 
 
-def _cluster_of(node: str, snap: Snapshot) -> str:
-    for name, cluster in snap.clusters.items():
-        if any(n.name == node for n in cluster.nodes):
-            return name
-    return "local"
+def _place_spread(
+    req: NodeRequest, cands: Sequence[NodeFree], free: dict[str, NodeFree], snap: Snapshot
+) -> tuple[RankPlacement, ...] | None:
+    """-n without -N: fill the candidates in their order with as many tasks as each can
+    take, over as few nodes as that gives (Slurm lays out `-n 5` on 2-CPU nodes as 2,2,1)."""
+    layout: list[tuple[NodeFree, int]] = []
+    left = req.tasks
+    for f in cands:
+        cpus = f.node.cpus if req.exclusive else f.cpus
+        memory = f.node.memory_mb if req.exclusive else f.memory_mb
+        take = min(left, task_capacity(req, cpus, memory, snap.def_mem_per_cpu_mb))
+        if take > 0:
+            layout.append((f, take))
+            left -= take
+        if left == 0 or len(layout) == req.max_nodes:
+            break
+    if left > 0:
+        return None
+    stmt = Statement(free)
+    out: list[RankPlacement] = []
+    for f, tasks in layout:
+        node = f.node
+        cpus = node.cpus if req.exclusive else tasks * req.cpus_per_task
+        memory = req.memory_for(cpus, snap.def_mem_per_cpu_mb, node.memory_mb)
+        stmt.allocate(node.name, cpus, memory, 0, req.exclusive)
+        out.append(RankPlacement(node.name, tasks, cpus, memory, ()))
+    stmt.commit()
+    return tuple(out)
 
 
-def _end_estimates(snap: Snapshot) -> list[tuple[float, Job]]:
-    out = []
-    for job in snap.running:
-        if job.time_limit in (0, INFINITE) or job.start_time is None:
-            continue
-        out.append((job.start_time + job.time_limit * 60, job))
-    out.sort(key=lambda t: t[0])
-    return out
+# cluster names -> (the descriptions the set was made from, the set): a cycle asks for every
+# job it examines, and rebuilding 16,384 names each time cost more than the rest of a test
+_NODE_SETS: dict[tuple[str, ...], tuple[tuple[ClusterState, ...], frozenset[str]]] = {}
 
 
-def _shadow_time(req: NodeRequest, snap: Snapshot, reg: Registry) -> float | None:
-    """When the blocked top job could start if running jobs end at their limits."""
-    free = {k: v for k, v in snap.free.items()}
-    for end, job in _end_estimates(snap):
-        for name in job.nodes:
-            if name in free:
-                cur = free[name]
-                free[name] = replace(
-                    cur,
-                    cpus=min(cur.node.cpus, cur.cpus + job.num_cpus // max(len(job.nodes), 1)),
-                    memory_mb=cur.node.memory_mb,
-                    gpus=frozenset(g.index for g in cur.node.gpus) or cur.gpus,
-                    exclusive_jobs=0,
-                    jobs=max(cur.jobs - 1, 0),
-                )
-        if len(_candidates(req, free, reg, snap)) >= req.nodes:
-            return end
+def _nodes_of(targets: Sequence[Target], snap: Snapshot) -> frozenset[str]:
+    """The node names of the targets' clusters (their partitions are the request's);
+    kept while the clusters' descriptions are the same objects (they are immutable)."""
+    names = tuple(sorted({t.cluster for t in targets if t.cluster in snap.clusters}))
+    states = tuple(snap.clusters[c] for c in names)
+    hit = _NODE_SETS.get(names)
+    if hit is not None and all(a is b for a, b in zip(hit[0], states, strict=True)):
+        return hit[1]
+    found = frozenset(n.name for c in states for n in c.nodes)
+    if len(_NODE_SETS) >= 64:
+        _NODE_SETS.clear()
+    _NODE_SETS[names] = (states, found)
+    return found
+
+
+def _place_on_targets(
+    job: Job,
+    req: NodeRequest,
+    targets: Sequence[Target],
+    free: dict[str, NodeFree],
+    reg: Registry,
+    snap: Snapshot,
+) -> tuple[Target, tuple[RankPlacement, ...]] | None:
+    """The first target (in the selector's order) the gang fits on now, with its placement."""
+    for target in targets:
+        one = replace(req, partitions=(target.partition,))
+        placement = _place(job, one, free, reg, snap, _nodes_of((target,), snap))
+        if placement is not None:
+            return target, placement
     return None
 
 
@@ -173,7 +232,9 @@ def run_cycle(snap: Snapshot, reg: Registry) -> CycleResult:
         else:
             result.reasons[job.job_id] = status.reason
     running_tasks = dict(snap.running_tasks)
-    shadow: float | None = None
+    planner = Planner(
+        snap, reg, reg.backfill, lambda j, r, t, f: _place_on_targets(j, r, t, f, reg, snap)
+    )
     blocked = False
     for job in eligible:
         starts = 0
@@ -185,41 +246,57 @@ def run_cycle(snap: Snapshot, reg: Registry) -> CycleResult:
             if arr and arr.throttle and running_tasks.get(job.array_job_id, 0) >= arr.throttle:
                 result.reasons.setdefault(job.job_id, Reason.JOB_ARRAY_TASK_LIMIT)
                 break
-            req = node_request(job.spec, _nodelist(job))
-            limit = job.time_limit if job.time_limit not in (0, INFINITE) else None
-            if blocked and (shadow is None or limit is None or snap.now + limit * 60 > shadow):
+            if blocked and not planner.may_test():  # bf_max_job_test: not even looked at
                 result.reasons[job.job_id] = Reason.PRIORITY
                 break
-            placement = _place(job, req, free, reg, snap)
-            unavailable = _needs_unavailable(job, req, snap, reg) if placement is None else None
+            targets = reg.selector.targets(job, snap)
+            # the request as it stands on any of its targets (for the reasons it waits)
+            req = replace(
+                node_request(job.spec, _nodelist(job)),
+                partitions=tuple(dict.fromkeys(t.partition for t in targets)),
+            )
+            within = _nodes_of(targets, snap)
+            chosen = planner.start_now(job, req, targets, free)
+            placement = None if chosen is None else chosen[1]
+            unavailable = (
+                _needs_unavailable(job, req, snap, reg, within)
+                if placement is None and planner.any_down
+                else None
+            )
             if unavailable is not None:
                 result.reasons[job.job_id] = Reason.REQ_NODE_NOT_AVAIL
                 result.descs[job.job_id] = f"ReqNodeNotAvail, UnavailableNodes:{unavailable}"
                 break
-            if placement is None:
-                if not blocked:
-                    blocked = True
-                    result.reasons[job.job_id] = Reason.RESOURCES
-                    shadow = _shadow_time(req, snap, reg)
-                else:
-                    result.reasons[job.job_id] = Reason.PRIORITY
+            if chosen is None:
+                result.reasons[job.job_id] = Reason.PRIORITY if blocked else Reason.RESOURCES
+                blocked = True
+                planner.block(job, req, targets, free)
                 break
-            cluster = _cluster_of(placement[0].node, snap)
+            target, placement = chosen
             result.starts.append(
-                Decision(job, placement, cluster, None if task is None else int(task))
+                Decision(
+                    job,
+                    placement,
+                    target.cluster,
+                    None if task is None else int(task),
+                    partition=target.partition,
+                )
             )
             starts += 1
             if job.array_job_id:
                 running_tasks[job.array_job_id] = running_tasks.get(job.array_job_id, 0) + 1
             if task is None:
                 break
+    result.planned = planner.plan
     return result
 
 
 _UNAVAILABLE = frozenset({NodeState.DOWN, NodeState.DRAINED, NodeState.DRAINING})
 
 
-def _needs_unavailable(job: Job, req: NodeRequest, snap: Snapshot, reg: Registry) -> str | None:
+def _needs_unavailable(
+    job: Job, req: NodeRequest, snap: Snapshot, reg: Registry, within: frozenset[str]
+) -> str | None:
     """When the job cannot start on the nodes that are up even once every job has ended,
     though it could with the drained or down ones (slurmctld's ESLURM_NODE_NOT_AVAIL,
     Reason=ReqNodeNotAvail, which does not block the jobs behind it): the unavailable nodes
@@ -233,18 +310,20 @@ def _needs_unavailable(job: Job, req: NodeRequest, snap: Snapshot, reg: Registry
         )
         for name, f in snap.free.items()
     }
-    if len(_candidates(req, empty, reg, snap)) >= req.nodes:
+    if len(_candidates(req, empty, reg, snap, within)) >= req.nodes:
         return None
     healed = {
         name: replace(e, node=replace(e.node, state=NodeState.IDLE)) for name, e in empty.items()
     }
-    if len(_candidates(req, healed, reg, snap)) < req.nodes:
+    if len(_candidates(req, healed, reg, snap, within)) < req.nodes:
         return None
-    parts = set(job.partition.split(","))
+    parts = set(req.partitions or job.partition.split(","))
     names = [
         n.name
         for n in down
-        if parts & set(n.partitions) and (not req.nodelist or n.name in req.nodelist)
+        if n.name in within
+        and parts & set(n.partitions)
+        and (not req.nodelist or n.name in req.nodelist)
     ]
     return compress(names)
 

@@ -14,7 +14,9 @@ from typing import Protocol
 
 from gateway.model.job import Job
 from gateway.model.state import Reason
+from gateway.scheduler.bf_params import BackfillParams
 from gateway.scheduler.request import NodeRequest
+from gateway.scheduler.selection import ClusterSelector, NamedPartitions
 from gateway.scheduler.snapshot import NodeFree, Snapshot
 
 __all__ = [
@@ -115,6 +117,10 @@ class Registry:
     filters: list[NodeFilter] = field(default_factory=list)
     scores: list[NodeScore] = field(default_factory=list)
     placement: list[PlacementPlugin] = field(default_factory=list)
+    # where a job may start (cluster, partition): the home of routing and bursting
+    selector: ClusterSelector = field(default_factory=NamedPartitions)
+    # walltime backfill knobs (caldera.toml scheduler_parameters; gateway/scheduler/backfill.py)
+    backfill: BackfillParams = field(default_factory=BackfillParams)
 
     @classmethod
     def build(cls, names: Sequence[str], factories: dict[str, Callable[[], object]]) -> Registry:

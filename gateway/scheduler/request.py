@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from gateway.model.jobspec import JobSpec, Sharing
 
-__all__ = ["NodeRequest", "constraint_satisfied", "node_request"]
+__all__ = ["NodeRequest", "constraint_satisfied", "node_request", "task_capacity"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,10 @@ class NodeRequest:
     time_limit: int | None
     switches: int | None
     switches_wait_s: int | None
+    # -n without -N: as many nodes as the tasks need, chosen when placed (Slurm's default);
+    # `cpus` is then one task's, and `tasks_per_node` is decided by the placement
+    spread: bool = False
+    cpus_per_task: int = 1
 
     def memory_for(self, cpus: int, def_mem_per_cpu: int, node_mem: int) -> int:
         """Memory (MiB) this job takes on one node with `cpus` cpus there."""
@@ -87,6 +91,9 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
     gpus, gpu_type = _gpus_per_node(spec, nodes, max(per_node))
     if spec.cpus_per_gpu and gpus:
         cpus = max(cpus, spec.cpus_per_gpu * gpus)
+    spread = spec.spreads_tasks and not nodelist
+    if spread:
+        cpus, max_nodes = cpt, tasks
     memory: int | None
     mem_per_cpu = spec.mem_per_cpu_mb
     if spec.mem_per_node_mb is not None:
@@ -114,7 +121,18 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
         time_limit=spec.time_limit,
         switches=spec.switches,
         switches_wait_s=spec.switches_wait_s,
+        spread=spread,
+        cpus_per_task=cpt,
     )
+
+
+def task_capacity(req: NodeRequest, cpus: int, memory_mb: int, def_mem_per_cpu: int) -> int:
+    """How many of a spread request's tasks fit in `cpus` and `memory_mb` of one node."""
+    by_cpus = cpus // req.cpus_per_task
+    if req.memory_mb is None or req.memory_mb > 0:  # per node: it does not grow with tasks
+        return by_cpus if req.memory_for(req.cpus, def_mem_per_cpu, memory_mb) <= memory_mb else 0
+    per_task = req.memory_for(req.cpus_per_task, def_mem_per_cpu, memory_mb)
+    return by_cpus if per_task == 0 else min(by_cpus, memory_mb // per_task)
 
 
 def constraint_satisfied(expr: str | None, features: tuple[str, ...]) -> bool:

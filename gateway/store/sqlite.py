@@ -23,6 +23,7 @@ import orjson
 
 from gateway.model.codec import job_from_dict, job_to_dict, step_from_dict, step_to_dict
 from gateway.model.job import Job, Step
+from gateway.store import policy_store as ps
 from gateway.store.attempts import finished_attempt, migrate_to_attempts
 from gateway.store.base import JobQuery, StoredEvent, StoreError, Submission
 from gateway.store.node_admin import (
@@ -38,7 +39,7 @@ __all__ = ["Batch", "SqliteStore", "store_error"]
 
 log = logging.getLogger("caldera.store")
 
-_SCHEMA_VERSION = 4  # 2: submission tokens; 3: attempts, steps per run; 4: drained nodes
+_SCHEMA_VERSION = 5  # 2: tokens; 3: attempts, steps per run; 4: drained nodes; 5: policy
 _SCHEMA = (
     """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -74,6 +75,7 @@ CREATE TABLE IF NOT EXISTS attempts (job_id INTEGER NOT NULL, run INTEGER NOT NU
                                      doc BLOB NOT NULL, PRIMARY KEY (job_id, run));
 """
     + NODE_ADMIN_DDL
+    + ps.POLICY_DDL
 )
 _TOKEN_TTL_S = 7 * 86400  # a retry comes within seconds; a week is generous
 _DECODE_ERRORS = (ValueError, KeyError, TypeError, AttributeError)
@@ -149,7 +151,7 @@ class SqliteStore:
                 conn.execute(
                     "INSERT INTO meta(key, value) VALUES ('schema', ?)", (str(_SCHEMA_VERSION),)
                 )
-            elif int(row[0]) in (1, 2, 3):  # 3: no drained nodes, 2 no attempts, 1 no tokens
+            elif int(row[0]) in (1, 2, 3, 4):  # 4: no policy, 3 no drained nodes, 2 no attempts
                 self._migrate(conn)
             elif int(row[0]) != _SCHEMA_VERSION:
                 raise StoreError(
@@ -163,6 +165,8 @@ class SqliteStore:
         old = migrate_to_attempts(conn, _SCHEMA)
         if migrate_to_node_admin(conn) and old is None:
             old = 3
+        if ps.migrate_to_policy(conn) and old is None:
+            old = 4
         if old is not None:
             log.info("%s: schema migrated from version %d to %d", self.path, old, _SCHEMA_VERSION)
 
@@ -446,6 +450,20 @@ class SqliteStore:
         """Drain and resume nodes in one durable transaction."""
         with self._tx() as conn:
             save_node_admin(conn, drain, resume)
+
+    def policy(self, cluster: str) -> tuple[ps.PolicyState | None, dict[int, float], float | None]:
+        """The cluster's policy (None: never saved), decayed usage by association, last decay."""
+        try:
+            return (ps.load_policy(self._conn(), cluster), *ps.load_usage(self._conn(), cluster))
+        except sqlite3.Error as exc:
+            raise store_error(self.path, exc) from exc
+
+    def save_policy(
+        self, state: ps.PolicyState | None, usage: tuple[str, dict[int, float], float] | None = None
+    ) -> None:
+        """Replace the policy and/or (cluster, usage, decay time) in one transaction."""
+        with self._tx() as conn:
+            ps.save_both(conn, state, usage)
 
     def close(self) -> None:
         """Close this thread's connection."""

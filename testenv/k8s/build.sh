@@ -4,7 +4,7 @@
 #   ${CALDERA_TESTENV_CACHE:-/var/cache/caldera-testenv}/k8s/<version-key>/bin
 #
 # usage: build.sh [core|volcano|all]     (default: all)
-#   core:    etcd kube-apiserver kube-scheduler kube-controller-manager kwok
+#   core:    etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok kubelet
 #   volcano: vc-scheduler vc-controller-manager, plus Volcano's CRDs and scheduler config
 # Prints the cache directory on stdout. A second run with everything cached is a no-op.
 set -euo pipefail
@@ -36,7 +36,7 @@ ldflags_vc="$ldflags_k8s -X volcano.sh/volcano/pkg/version.Version=$VOLCANO_VERS
 build_one() { # build_one NAME -> builds $dir/bin/NAME
   local name=$1 tmp="$dir/bin/.$1.tmp"
   case $name in
-    etcd | kube-* | kubectl)
+    etcd | kube-* | kubectl | kubelet)
       (cd "$K8S_TESTENV_DIR/kube" &&
         "$GO" build -trimpath -tags providerless -ldflags "$ldflags_k8s" -o "$tmp" "./cmd/$name") ;;
     vc-*)

@@ -21,7 +21,7 @@ KCM_PORT=${CALDERA_K8S_KCM_PORT:-16457}
 VC_SCHED_HEALTHZ_PORT=${CALDERA_K8S_VC_SCHED_PORT:-16251}
 VC_CM_HEALTHZ_PORT=${CALDERA_K8S_VC_CM_PORT:-16252}
 
-CORE_COMPONENTS=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok)
+CORE_COMPONENTS=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kwok kubelet)
 VOLCANO_COMPONENTS=(vc-scheduler vc-controller-manager)
 
 # The cache key names every pinned version plus a hash of what the binaries are built from

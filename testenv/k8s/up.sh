@@ -109,6 +109,21 @@ if [ ! -f "$BASE/pki/sa.key" ]; then
   openssl genrsa -out "$BASE/pki/sa.key" 2048 2>/dev/null
   openssl rsa -in "$BASE/pki/sa.key" -pubout -out "$BASE/pki/sa.pub" 2>/dev/null
 fi
+# The API server's client certificate towards kubelets (logs, exec, port-forward on the real
+# nodes of testenv/kubelet, which trust kubelet-client-ca.crt and ask the API server whether
+# user kube-apiserver-kubelet-client may): a CA and one certificate signed by it.
+if [ ! -f "$BASE/pki/kubelet-client.crt" ]; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=caldera-kubelet-client-ca" \
+    -keyout "$BASE/pki/kubelet-client-ca.key" -out "$BASE/pki/kubelet-client-ca.crt" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver-kubelet-client" \
+    -keyout "$BASE/pki/kubelet-client.key" -out "$BASE/pki/kubelet-client.csr" 2>/dev/null
+  openssl x509 -req -in "$BASE/pki/kubelet-client.csr" -days 3650 -CAcreateserial \
+    -CA "$BASE/pki/kubelet-client-ca.crt" -CAkey "$BASE/pki/kubelet-client-ca.key" \
+    -extfile <(printf 'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n') \
+    -out "$BASE/pki/kubelet-client.crt.tmp" 2>/dev/null
+  chmod 600 "$BASE/pki/kubelet-client.key" "$BASE/pki/kubelet-client-ca.key"
+  mv "$BASE/pki/kubelet-client.crt.tmp" "$BASE/pki/kubelet-client.crt"
+fi
 if [ ! -f "$BASE/pki/tokens.csv" ]; then
   # token,user,uid,"groups" (kube-apiserver --token-auth-file format)
   {
@@ -176,6 +191,9 @@ start_daemon kube-apiserver \
   --service-account-signing-key-file="$BASE/pki/sa.key" \
   --service-cluster-ip-range=10.96.0.0/16 \
   --endpoint-reconciler-type=none \
+  --kubelet-client-certificate="$BASE/pki/kubelet-client.crt" \
+  --kubelet-client-key="$BASE/pki/kubelet-client.key" \
+  --kubelet-preferred-address-types=InternalIP,Hostname \
   --allow-privileged=true \
   --profiling=false
 healthy() { curl -sf --cacert "$CA" -H "Authorization: Bearer $ADMIN_TOKEN" "$SERVER/readyz"; }
@@ -203,7 +221,9 @@ start_daemon kube-controller-manager --kubeconfig="$ADMIN_KC" \
   --service-account-private-key-file="$BASE/pki/sa.key" --root-ca-file="$CA" \
   --use-service-account-credentials=false \
   '--controllers=*,-service-lb-controller,-cloud-node-lifecycle-controller,-node-route-controller'
-start_daemon kwok --kubeconfig="$ADMIN_KC" --manage-all-nodes \
+# Only nodes annotated kwok.x-k8s.io/node=fake (manifests/node.yaml.tmpl): real kubelet nodes
+# (testenv/kubelet) in the same cluster must not be taken over.
+start_daemon kwok --kubeconfig="$ADMIN_KC" --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
   --config="$K8S_TESTENV_DIR/manifests/kwok-stages.yaml" \
   --cidr=10.244.0.1/16 --node-lease-duration-seconds=40
 wait_for "kube-scheduler healthz" 30 kube-scheduler curl -skf "https://127.0.0.1:$SCHED_PORT/healthz"

@@ -3,15 +3,18 @@ Slurm's nodes, show in Caldera's squeue and sacct, and keep Slurm's exit codes."
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from slurm_plugin.mapping import make_tag
 from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
-from tests.support.slurm_stack import SlurmStack
+from tests.support.slurm_stack import SlurmStack, parse_scontrol_records, scontrol_lines
 
 pytestmark = pytest.mark.slurm
 
@@ -35,7 +38,9 @@ def slurm_gateway(slurm_cluster: SlurmStack) -> Iterator[Gateway]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_a_job_routed_to_a_slurm_partition_runs_there_and_is_accounted(slurm_gateway: Gateway):
+def test_a_job_routed_to_a_slurm_partition_runs_there_and_is_accounted(
+    slurm_gateway: Gateway,
+) -> None:
     gw = slurm_gateway
     out = Path("/tmp/caldera-slurm/jobs")
     job = gw.sbatch(
@@ -56,7 +61,7 @@ def test_a_job_routed_to_a_slurm_partition_runs_there_and_is_accounted(slurm_gat
     assert nodes.startswith("node0")
 
 
-def test_dependencies_between_jobs_of_one_slurm_cluster(slurm_gateway: Gateway):
+def test_dependencies_between_jobs_of_one_slurm_cluster(slurm_gateway: Gateway) -> None:
     gw = slurm_gateway
     first = gw.sbatch("-p", "hpc-real", "-o", "/dev/null", "--wrap", "sleep 1")
     second = gw.sbatch(
@@ -69,10 +74,68 @@ def test_dependencies_between_jobs_of_one_slurm_cluster(slurm_gateway: Gateway):
 
 def test_a_partition_the_site_does_not_offer_is_refused_as_slurm_refuses_it(
     slurm_gateway: Gateway,
-):
+) -> None:
     r = slurm_gateway.run(["sbatch", "-p", "real", "--wrap", "true"])
     assert r.returncode == 1
     assert r.stderr == (
         "sbatch: error: invalid partition specified: real\n"
         "sbatch: error: Batch job submission failed: Invalid partition name specified\n"
     )
+
+
+def test_a_job_without_partition_waits_for_the_default_cluster_and_never_goes_to_slurm(
+    slurm_gateway: Gateway,
+) -> None:
+    """The cluster is decided by cluster selection: no -p means the default partition's
+    cluster (local), even while its node is full and Slurm's nodes are idle."""
+    gw = slurm_gateway
+    filler = gw.sbatch("--exclusive", "-o", "/dev/null", "--wrap", "sleep 60")
+    gw.wait(filler, states=("RUNNING",), timeout=60)
+    waiting = gw.sbatch("-o", "/dev/null", "--wrap", "true")
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline:
+        job = gw.job(waiting)
+        assert job["state"] == "PENDING", job
+        time.sleep(0.5)
+    assert job["reason"] == "Resources"
+    gw.ok(["scancel", str(filler)])
+    final = gw.wait(waiting, timeout=60)
+    assert final["state"] == "COMPLETED"
+    assert (final["cluster"], final["partition"]) == ("caldera", "local")
+
+
+def _slurm_runs(gw: Gateway, job: int) -> dict[int, dict[str, str]]:
+    """The Slurm jobs of each run of a Caldera job (found by their tag), by run."""
+    instance = f"e2e-{gw.home.parent.name}"
+    runs: dict[int, dict[str, str]] = {}
+    for record in parse_scontrol_records(scontrol_lines(["show", "job"])):
+        comment = record.get("Comment", "")
+        for run in range(3):
+            tag = make_tag(instance, job, run)
+            if comment == tag or comment.startswith(tag + " "):
+                runs[run] = record
+    return runs
+
+
+def test_requeue_of_a_slurm_job_ends_its_slurm_job_before_the_next_run_starts(
+    slurm_gateway: Gateway,
+) -> None:
+    """scontrol requeue: Slurm confirms the run's Slurm job ended (scancel, end_attempt)
+    before the gateway commits the requeue; the next run is a new Slurm job."""
+    gw = slurm_gateway
+    job = gw.sbatch("-p", "hpc-real", "-o", "/dev/null", "--wrap", "sleep 120")
+    deadline = time.monotonic() + 120
+    while _slurm_runs(gw, job).get(0, {}).get("JobState") != "RUNNING":
+        assert time.monotonic() < deadline, _slurm_runs(gw, job)
+        time.sleep(0.5)
+    gw.wait(job, states=("RUNNING",), timeout=30)
+    gw.ok(["scontrol", "requeue", str(job)])
+    assert _slurm_runs(gw, job)[0]["JobState"] == "CANCELLED"  # gone before the answer
+    deadline = time.monotonic() + 120
+    while gw.job(job)["state"] != "RUNNING" or 1 not in _slurm_runs(gw, job):
+        assert time.monotonic() < deadline, gw.job(job)
+        time.sleep(0.5)
+    runs = _slurm_runs(gw, job)
+    assert runs[1]["JobId"] != runs[0]["JobId"]
+    assert runs[1]["StartTime"] >= runs[0]["EndTime"]  # ISO times compare as text
+    assert re.search(r"\bRestarts=1\b", gw.ok(["scontrol", "show", "job", str(job)]))

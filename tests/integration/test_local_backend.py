@@ -337,13 +337,17 @@ def test_submitting_the_same_job_twice_starts_it_once(local_env: Env) -> None:
     assert backend.poll() == []
 
 
-def test_started_event_carries_the_node_and_backend_id(local_env: Env) -> None:
+def test_started_event_carries_the_backend_id_and_leaves_nodes_to_the_placement(
+    local_env: Env,
+) -> None:
+    """The gateway placed the job on (virtual) nodes: the backend, which runs every one of
+    them on this machine, does not replace them with its own name."""
     backend = local_env.backend()
     launch = make_launch(local_env, "#!/bin/bash\nsleep 0.3\n")
     bid = backend.submit(launch)
     wait_for(backend, launch.job.job_id)
     started = [e for e in backend.poll() if e.kind is EventKind.STARTED]
-    assert [(e.nodes, e.backend_id, e.state) for e in started] == [((NODE,), bid, JobState.RUNNING)]
+    assert [(e.nodes, e.backend_id, e.state) for e in started] == [((), bid, JobState.RUNNING)]
 
 
 def test_a_supervisor_killed_without_a_result_is_reported_lost(local_env: Env) -> None:

@@ -137,9 +137,10 @@ class EventLog:
         )
 
     def state(self, job_id: int, state: JobState, timeout: float = 300.0) -> BackendEvent:
-        """The first STARTED event of a job with that Slurm state."""
+        """The first event of a job that mirrors that Slurm state (PENDING, STARTED or
+        OBSERVED, as slurm_plugin.statuses maps it)."""
         return self.wait(
-            lambda e: e.job_id == job_id and e.kind is EventKind.STARTED and e.state is state,
+            lambda e: e.job_id == job_id and e.kind.mirrors_state and e.state is state,
             timeout,
             f"{state.long} of job {job_id}",
         )

@@ -18,7 +18,7 @@ from containers.spool import (
     step_to_json,
     write_json,
 )
-from containers.srun import _describe_failures, _ranks, parse_args
+from containers.srun_io import describe_failures
 from gateway.model.job import Step, wait_status
 from gateway.model.state import JobState, Reason
 
@@ -129,16 +129,10 @@ def test_container_mounts_read_as_pyxis_reads_them(
     assert parse_mounts(items) == mounts
 
 
-def test_srun_arguments_stop_at_the_command() -> None:
-    ns = parse_args(["-n", "2", "-l", "--mpi=pmix", "prog", "-n", "5"])
-    assert (ns.ntasks, ns.label, ns.mpi, ns.command) == (2, True, "pmix", ["prog", "-n", "5"])
-
-
 def test_srun_reports_failed_tasks_as_srun_groups_them() -> None:
     statuses = [wait_status(2), wait_status(5), wait_status(signal=9), wait_status(signal=9), 0]
-    assert _describe_failures("n1", statuses) == [
+    assert describe_failures("n1", dict(enumerate(statuses))) == [
         "srun: error: n1: task 0: Exited with exit code 2",
         "srun: error: n1: task 1: Exited with exit code 5",
         "srun: error: n1: tasks 2-3: Killed",
     ]
-    assert _ranks([1, 3]) == "1,3"

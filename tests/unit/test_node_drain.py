@@ -69,7 +69,7 @@ def test_a_schema_3_store_is_migrated_to_4_and_keeps_its_jobs(tmp_path: Path) ->
     conn.commit()
     conn.close()
     store = SqliteStore(db)
-    assert store._rows("SELECT value FROM meta WHERE key='schema'") == [("4",)]
+    assert store._rows("SELECT value FROM meta WHERE key='schema'") == [("5",)]  # 5: policy
     store.set_node_admin([NodeAdmin("n02", "x", 0, "root", T0)], [])
     assert list(store.node_admin()) == ["n02"]
 

@@ -190,3 +190,43 @@ def test_backfill_lets_a_short_job_run_when_it_ends_before_the_blocked_job_could
     assert [d.job.job_id for d in result.starts] == [3]
     assert result.reasons[2] is Reason.RESOURCES
     assert result.reasons[4] is Reason.PRIORITY
+
+
+def test_tasks_without_a_node_count_spread_over_as_many_nodes_as_they_need():
+    """`-n 5` without -N on 2-CPU nodes: Slurm runs it on three nodes, 2,2,1 tasks (real
+    Slurm 22.05 on the test cluster: node[02-04], SLURM_TASKS_PER_NODE=1,2(x2) while
+    node01 had one CPU busy)."""
+    result = run_cycle(snap([make_job(1).tasks(5).build()], nodes=4, cpus=2), REG)
+    placement = result.starts[0].placement
+    assert [(p.node, p.tasks, p.cpus) for p in placement] == [
+        ("n01", 2, 2),
+        ("n02", 2, 2),
+        ("n03", 1, 1),
+    ]
+    busy = (
+        make_job(9)
+        .state(
+            JobState.RUNNING,
+            start_time=time.time(),
+            nodes=("n01",),
+            num_cpus=1,
+            placement=(RankPlacement("n01", 1, 1, 0),),
+        )
+        .build()
+    )
+    result = run_cycle(snap([busy, make_job(1).tasks(5).build()], nodes=4, cpus=2), REG)
+    assert sorted(p.tasks for p in result.starts[0].placement) == [1, 2, 2]
+    assert sum(p.cpus for p in result.starts[0].placement) == 5
+    # more tasks than all free CPUs: the whole gang waits, nothing is taken
+    result = run_cycle(snap([busy, make_job(2).tasks(8).build()], nodes=4, cpus=2), REG)
+    assert result.starts == []
+    assert result.reasons[2] is Reason.RESOURCES
+    # with -N the count is fixed: -N 1 -n 5 never fits a 2-CPU node
+    fixed = make_job(3).nodes(1).tasks(5).build()
+    assert run_cycle(snap([fixed], nodes=4, cpus=2), REG).starts == []
+
+
+def test_a_node_with_fewer_tasks_of_the_gang_takes_fewer_cpus():
+    """-N 2 -n 3: SLURM_JOB_CPUS_PER_NODE=2,1 on the real test cluster."""
+    result = run_cycle(snap([make_job(1).nodes(2).tasks(3).build()], nodes=2, cpus=2), REG)
+    assert [(p.tasks, p.cpus) for p in result.starts[0].placement] == [(2, 2), (1, 1)]

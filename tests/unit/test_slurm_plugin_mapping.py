@@ -22,6 +22,7 @@ from slurm_plugin.mapping import (
     tagged_comment,
     user_comment,
 )
+from slurm_plugin.statuses import EVENT_OF_STATE
 from tests.support.slurm_jobs import make_job
 
 
@@ -114,18 +115,22 @@ def _row(state: JobState, **kw: object) -> JobStatus:
 def test_events_carry_slurms_state_reason_and_exit_code() -> None:
     pending = state_event(1, _row(JobState.PENDING, reason="Priority"), "c1-", 100.0)
     assert (pending.kind, pending.state, pending.reason, pending.nodes) == (
-        EventKind.STARTED,
+        EventKind.PENDING,
         JobState.PENDING,
         Reason.PRIORITY,
         (),
     )
     running = state_event(1, _row(JobState.RUNNING, nodes=("n1",), start_time=90.0), "c1-", 100.0)
-    assert (running.state, running.nodes, running.time, running.backend_id) == (
+    assert (running.kind, running.state, running.nodes, running.started_at) == (
+        EventKind.STARTED,
         JobState.RUNNING,
         ("c1-n1",),
         90.0,
-        "5",
     )
+    assert (running.time, running.backend_id) == (90.0, "5")
+    row = _row(JobState.SUSPENDED, nodes=("n1",), start_time=90.0)
+    suspended = state_event(1, row, "c1-", 100.0)
+    assert (suspended.kind, suspended.state) == (EventKind.OBSERVED, JobState.SUSPENDED)
     done = finished_event(
         1, _row(JobState.FAILED, reason="NonZeroExitCode", exit_code=768, end_time=95.0), "", 100.0
     )
@@ -138,7 +143,15 @@ def test_events_carry_slurms_state_reason_and_exit_code() -> None:
     )
     lost = unreachable_event(1, JobState.RUNNING, "5", 100.0, "connect failure")
     assert (lost.kind, lost.state, lost.reason) == (
-        EventKind.STARTED,
+        EventKind.OBSERVED,
         JobState.RUNNING,
         Reason.CLUSTER_UNREACHABLE,
     )
+
+
+def test_every_slurm_state_maps_to_one_event_kind_and_only_final_ones_finish() -> None:
+    assert set(EVENT_OF_STATE) == set(JobState)
+    finishing = {state for state, kind in EVENT_OF_STATE.items() if kind is EventKind.FINISHED}
+    assert finishing == {state for state in JobState if state.is_finished}
+    started = {state for state, kind in EVENT_OF_STATE.items() if kind is EventKind.STARTED}
+    assert started == {JobState.RUNNING}

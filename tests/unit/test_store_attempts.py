@@ -188,7 +188,7 @@ def test_an_older_store_is_migrated_with_its_steps_in_the_current_run(
     db = tmp_path / "c.db"
     _old_store(db, version)
     store = SqliteStore(db)
-    assert store._rows("SELECT value FROM meta") == [("4",)]
+    assert store._rows("SELECT value FROM meta") == [("5",)]  # 5: policy
     assert [(s.job_id, s.run, s.step_id) for s in store.steps([3, 4])] == [
         (3, 1, "batch"),  # the job's restart count when the step was stored
         (4, 0, "batch"),  # a damaged job record does not stop the migration
@@ -199,7 +199,7 @@ def test_an_older_store_is_migrated_with_its_steps_in_the_current_run(
     _requeue(store, run1, T0 + 9)
     assert [(a.restart_count, a.state) for a in store.attempts([3])] == [(1, JobState.REQUEUED)]
     store.close()
-    assert SqliteStore(db)._rows("SELECT value FROM meta") == [("4",)]  # reopened: unchanged
+    assert SqliteStore(db)._rows("SELECT value FROM meta") == [("5",)]  # reopened: unchanged
 
 
 def test_sacct_prints_each_stored_run_with_its_own_steps_and_only_the_last_without_d(

@@ -67,7 +67,7 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     migrated = SqliteStore(db)
-    assert migrated._rows("SELECT value FROM meta WHERE key='schema'") == [("4",)]
+    assert migrated._rows("SELECT value FROM meta WHERE key='schema'") == [("5",)]  # 5: policy
     assert [j.job_id for j in migrated.active()] == [3]
     _submit(migrated, 4, "x" * 32)
     assert migrated.job_for_token(make_job(4).build().uid, "x" * 32) == 4

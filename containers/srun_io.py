@@ -1,0 +1,171 @@
+"""What a step of the local backend reads and writes: its record in the job's spool (for
+sacct), per-task output names (`-o out-%t`), `--multi-prog` files, labelled output, and
+srun's lines about failed tasks.
+
+srun runs as the job's user: everything here touches only the user's own files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import signal
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from containers.srun_layout import Step
+
+__all__ = [
+    "allocate_step",
+    "describe_failures",
+    "multi_prog",
+    "pump",
+    "record_step",
+    "task_file",
+]
+
+_SIGNAL_NAMES = {
+    signal.SIGKILL: "Killed",
+    signal.SIGTERM: "Terminated",
+    signal.SIGSEGV: "Segmentation fault",
+    signal.SIGABRT: "Aborted",
+    signal.SIGINT: "Interrupt",
+    signal.SIGBUS: "Bus error",
+}
+
+
+class MultiProgError(Exception):
+    """A --multi-prog file srun cannot use."""
+
+
+def allocate_step(step_dir: Path | None) -> tuple[int, Path | None]:
+    """The next step id of the job, claimed by creating its record (O_EXCL)."""
+    if step_dir is None or not step_dir.is_dir():
+        return int(os.environ.get("SLURM_STEP_ID", "-1")) + 1, None
+    n = 0
+    while True:
+        path = step_dir / f"{n}.json"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            n += 1
+            continue
+        os.close(fd)
+        return n, path
+
+
+def record_step(path: Path | None, data: dict[str, Any]) -> None:
+    """Replace the step's record atomically. srun runs as the job's user in the user's own
+    `steps/`; the supervisor and gateway read it as root (containers.steprecords)."""
+    if path is None:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    with os.fdopen(os.open(tmp, flags, 0o600), "w") as fh:
+        fh.write(json.dumps(data, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def pump(stream: IO[bytes], out: IO[bytes], prefix: bytes, lock: threading.Lock) -> None:
+    """Copy a task's output line by line with its `-l` label."""
+    for line in iter(stream.readline, b""):
+        with lock:
+            out.write(prefix + line)
+            out.flush()
+    stream.close()
+
+
+def task_file(
+    pattern: str | None, step: Step, step_id: int, rank: int, env: Mapping[str, str]
+) -> str | None:
+    """srun's -o/-e/-i name for one task (%t task, %n node index, %N node, %j job, %s step,
+    %J job.step, %u user, %% a percent sign; a width as in %3t); None: srun's own stream."""
+    if pattern is None or pattern == "none":
+        return None
+    node_index, _ = step.node_of(rank)
+    job = env.get("SLURM_JOB_ID", "0")
+    values = {
+        "t": str(rank),
+        "n": str(node_index),
+        "N": step.nodes[node_index],
+        "j": job,
+        "s": str(step_id),
+        "J": f"{job}.{step_id}",
+        "u": env.get("USER", ""),
+        "%": "%",
+    }
+    return re.sub(
+        r"%(\d*)([tnNjsJu%])", lambda m: values[m.group(2)].zfill(int(m.group(1) or 0)), pattern
+    )
+
+
+def multi_prog(path: str, ntasks: int) -> list[list[str]]:
+    """--multi-prog's file: `RANKS PROGRAM ARGS...` lines (`0`, `1-3,5`, `*`), with %t (the
+    task) and %o (its offset within the line's ranks) replaced; the first line naming a
+    task wins."""
+    commands: list[list[str] | None] = [None] * ntasks
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines = fh.readlines()
+    except OSError as exc:
+        raise MultiProgError(f"{path}: {exc.strerror}") from exc
+    for number, raw in enumerate(lines, 1):
+        try:
+            words = shlex.split(raw, comments=True)
+        except ValueError as exc:
+            raise MultiProgError(f"{path}: line {number}: {exc}") from exc
+        if not words:
+            continue
+        if len(words) < 2:
+            raise MultiProgError(f"{path}: line {number}: no program for tasks {words[0]}")
+        ranks = range(ntasks) if words[0] == "*" else _rank_list(words[0], path, number)
+        for offset, rank in enumerate(ranks):
+            if rank < ntasks and commands[rank] is None:
+                commands[rank] = [
+                    w.replace("%t", str(rank)).replace("%o", str(offset)) for w in words[1:]
+                ]
+    missing = [str(r) for r, c in enumerate(commands) if c is None]
+    if missing:
+        raise MultiProgError(f"{path}: no program for task(s) {','.join(missing)}")
+    return [c for c in commands if c is not None]
+
+
+def _rank_list(text: str, path: str, number: int) -> list[int]:
+    ranks: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise MultiProgError(f"{path}: line {number}: invalid task range {text}")
+        ranks.extend(range(int(low), int(high or low) + 1))
+    return ranks
+
+
+def describe_failures(node: str, statuses: Mapping[int, int]) -> list[str]:
+    """srun's `error: NODE: task(s) X: ...` lines for one node, grouped as srun groups them."""
+    groups: dict[str, list[int]] = {}
+    for rank, status in statuses.items():
+        if status & 0x7F:
+            text = _SIGNAL_NAMES.get(signal.Signals(status & 0x7F), f"Signal {status & 0x7F}")
+        elif status:
+            text = f"Exited with exit code {(status >> 8) & 0xFF}"
+        else:
+            continue
+        groups.setdefault(text, []).append(rank)
+    lines = []
+    for text, ranks in groups.items():
+        label = "task" if len(ranks) == 1 else "tasks"
+        lines.append(f"srun: error: {node}: {label} {_ranks(ranks)}: {text}")
+    return lines
+
+
+def _ranks(ranks: list[int]) -> str:
+    if len(ranks) > 1 and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"{ranks[0]}-{ranks[-1]}"
+    return ",".join(map(str, ranks))

@@ -1,0 +1,230 @@
+"""srun inside an allocation, as Slurm 22.05's srun reads it: options, then the step's layout
+on the job's nodes, with srun's warnings and refusals (checked against the real test
+cluster: `srun -n 1` in a 2-node job warns and runs on one node; `srun -n 8` in a 4-CPU job
+is "More processors requested than permitted").
+
+Pure: argv and the batch environment in, a `Step` (or `SrunExit`) out. containers/srun.py
+runs it. Every node of a local job is a virtual node of this machine, so a multi-node step
+runs all its tasks here, each with its own node's SLURMD_NODENAME, SLURM_NODEID and
+SLURM_LOCALID.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gateway.compat.getopt import CmdSpec, scan
+from gateway.compat.hostlist import expand
+from gateway.compat.optypes import Arg
+
+__all__ = ["Allocation", "SrunExit", "Step", "allocation_from_env", "plan_step"]
+
+_R, _N, _O = Arg.REQUIRED, Arg.NONE, Arg.OPTIONAL
+# srun's options that a step inside an allocation uses or accepts (name, short, argument);
+# the rest of srun's table (allocation-only options) is refused like an unknown option
+_TABLE: tuple[tuple[str, str | None, Arg], ...] = (
+    ("account", "A", _R),
+    ("chdir", "D", _R),
+    ("cpu-bind", None, _R),
+    ("cpus-per-task", "c", _R),
+    ("distribution", "m", _R),
+    ("error", "e", _R),
+    ("exclude", "x", _R),
+    ("exclusive", None, _O),
+    ("export", None, _R),
+    ("gpus", "G", _R),
+    ("gres", None, _R),
+    ("input", "i", _R),
+    ("job-name", "J", _R),
+    ("kill-on-bad-exit", "K", _O),
+    ("label", "l", _N),
+    ("mem", None, _R),
+    ("mem-per-cpu", None, _R),
+    ("mpi", None, _R),
+    ("multi-prog", None, _N),
+    ("nodelist", "w", _R),
+    ("nodes", "N", _R),
+    ("ntasks", "n", _R),
+    ("ntasks-per-node", None, _R),
+    ("output", "o", _R),
+    ("overlap", None, _N),
+    ("partition", "p", _R),
+    ("qos", "q", _R),
+    ("quiet", "Q", _N),
+    ("time", "t", _R),
+    ("unbuffered", "u", _N),
+    ("verbose", "v", _N),
+    ("wait", "W", _R),
+)
+_SPECS = tuple(CmdSpec(name, short, arg, name) for name, short, arg in _TABLE)
+
+
+class SrunExit(Exception):
+    """srun stops before any task starts: the lines it prints and its exit status."""
+
+    def __init__(self, lines: Sequence[str], status: int = 1) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = tuple(lines)
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """The job's allocation, as the batch environment describes it."""
+
+    job_id: str
+    nodes: tuple[str, ...]
+    cpus_per_node: tuple[int, ...]
+    tasks_per_node: tuple[int, ...]
+    ntasks: int | None  # SLURM_NTASKS: what a step without -n inherits
+    cpus_per_task: int
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step: its command, options, and its tasks on nodes."""
+
+    command: tuple[str, ...]
+    nodes: tuple[str, ...]
+    tasks_per_node: tuple[int, ...]
+    cpus_per_task: int
+    options: Mapping[str, str | None]
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def ntasks(self) -> int:
+        """All tasks of the step."""
+        return sum(self.tasks_per_node)
+
+    def node_of(self, rank: int) -> tuple[int, int]:
+        """(node index, local id) of a task (block distribution)."""
+        first = 0
+        for index, count in enumerate(self.tasks_per_node):
+            if rank < first + count:
+                return index, rank - first
+            first += count
+        raise IndexError(rank)
+
+
+def _counts(text: str) -> list[int]:
+    """`2(x3),1` -> [2, 2, 2, 1] (Slurm's compressed counts)."""
+    out: list[int] = []
+    for part in text.split(","):
+        value, _, reps = part.partition("(x")
+        out.extend([int(value)] * (int(reps.rstrip(")")) if reps else 1))
+    return out
+
+
+def allocation_from_env(env: Mapping[str, str]) -> Allocation:
+    """The allocation a batch script's srun runs in (SLURM_JOB_* of the batch step)."""
+    nodes = tuple(expand(env.get("SLURM_JOB_NODELIST") or env.get("SLURMD_NODENAME", "")))
+    nodes = nodes or ("localhost",)
+    try:
+        cpus = _counts(env.get("SLURM_JOB_CPUS_PER_NODE", ""))
+    except ValueError:
+        cpus = []
+    try:
+        tasks = _counts(env.get("SLURM_TASKS_PER_NODE", ""))
+    except ValueError:
+        tasks = []
+    ntasks = env.get("SLURM_NTASKS", "")
+    cpt = env.get("SLURM_CPUS_PER_TASK", "1")
+    return Allocation(
+        job_id=env.get("SLURM_JOB_ID", "0"),
+        nodes=nodes,
+        cpus_per_node=tuple(cpus) if len(cpus) == len(nodes) else (0,) * len(nodes),
+        tasks_per_node=tuple(tasks) if len(tasks) == len(nodes) else (),
+        ntasks=int(ntasks) if ntasks.isdigit() else None,
+        cpus_per_task=int(cpt) if cpt.isdigit() and int(cpt) > 0 else 1,
+    )
+
+
+def _number(value: str | None, option: str, least: int) -> int:
+    text = (value or "").strip()
+    if not text.isdigit() or int(text) < least:
+        raise SrunExit([f'srun: error: Invalid numeric value "{value}" for --{option}.'])
+    return int(text)
+
+
+def _split(tasks: int, nodes: int) -> tuple[int, ...]:
+    base, extra = divmod(tasks, nodes)
+    return tuple(base + (1 if i < extra else 0) for i in range(nodes))
+
+
+def parse(argv: Sequence[str]) -> tuple[dict[str, str | None], tuple[str, ...]]:
+    """Options (last one wins, as srun's) and the command; srun's errors as it prints them."""
+    scanned = scan(["srun", *argv], _SPECS, permute=False)
+    if scanned.error is not None:
+        raise SrunExit(
+            [f"srun: {scanned.error.text}", 'Try "srun --help" for more information'], 255
+        )
+    options = {str(spec.val): value for spec, value in scanned.items}
+    if "exclusive" in options and "overlap" in options:
+        raise SrunExit(["srun: error: --exclusive and --overlap are mutually exclusive"])
+    if not scanned.operands:
+        raise SrunExit(["srun: fatal: No command given to execute."])
+    return options, tuple(scanned.operands)
+
+
+def plan_step(argv: Sequence[str], env: Mapping[str, str]) -> Step:
+    """The step srun would create for `argv` in the allocation `env` describes (a step
+    without -N takes SLURM_NNODES, as srun reads it from the environment)."""
+    nnodes_env = env.get("SLURM_NNODES")
+    options, command = parse(argv)
+    alloc = allocation_from_env(env)
+    refused = f"srun: error: Unable to create step for job {alloc.job_id}: "
+    warnings: list[str] = []
+    cpt = (
+        _number(options["cpus-per-task"], "cpus-per-task", 1)
+        if "cpus-per-task" in options
+        else alloc.cpus_per_task
+    )
+    wanted = tuple(expand(options["nodelist"] or "")) if options.get("nodelist") else ()
+    if any(name not in alloc.nodes for name in wanted):
+        raise SrunExit([refused + "Requested node configuration is not available"])
+    if "nodes" in options:
+        count = _number((options["nodes"] or "").split("-")[0], "nodes", 0) or len(alloc.nodes)
+    elif nnodes_env and nnodes_env.isdigit():
+        count = int(nnodes_env)
+    else:
+        count = len(alloc.nodes)
+    if count > len(alloc.nodes):
+        raise SrunExit([f"srun: error: Only allocated {len(alloc.nodes)} nodes asked for {count}"])
+    per_node = (
+        _number(options["ntasks-per-node"], "ntasks-per-node", 1)
+        if "ntasks-per-node" in options
+        else None
+    )
+    if "ntasks" in options:
+        ntasks = _number(options["ntasks"], "ntasks", 1)
+    elif alloc.ntasks is not None:
+        ntasks = alloc.ntasks
+    else:
+        ntasks = count * (per_node or 1)
+    if ntasks < count:
+        warnings.append(
+            f"srun: Warning: can't run {ntasks} processes on {count} nodes, "
+            f"setting nnodes to {ntasks}"
+        )
+        count = ntasks
+    if per_node is not None and per_node * count != ntasks:
+        warnings.append(
+            f"srun: Warning: can't honor --ntasks-per-node set to {per_node} which doesn't "
+            f"match the requested tasks {ntasks} with the number of requested nodes {count}. "
+            "Ignoring --ntasks-per-node."
+        )
+        per_node = None
+    others = [n for n in alloc.nodes if n not in wanted]
+    chosen = set(wanted) | set(others[: max(count - len(wanted), 0)])
+    nodes = tuple(n for n in alloc.nodes if n in chosen)
+    if per_node is not None:
+        layout = (per_node,) * len(nodes)
+    elif nodes == alloc.nodes and ntasks == sum(alloc.tasks_per_node):
+        layout = alloc.tasks_per_node  # the job's own layout (e.g. Slurm's 1,2(x2))
+    else:
+        layout = _split(ntasks, len(nodes))
+    cpus = dict(zip(alloc.nodes, alloc.cpus_per_node, strict=True))
+    if any(cpus[n] and tasks * cpt > cpus[n] for n, tasks in zip(nodes, layout, strict=True)):
+        raise SrunExit([refused + "More processors requested than permitted"])
+    return Step(command, nodes, layout, cpt, options, tuple(warnings))

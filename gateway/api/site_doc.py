@@ -1,0 +1,50 @@
+"""The site document: what clients need to print records as slurmctld would (its
+defaults, each partition's default time and widest node), sent with job listings."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+from gateway.control.gateway import Gateway
+from gateway.model.cluster import ClusterState
+
+__all__ = ["site_document"]
+
+_widest: list[tuple[tuple[ClusterState, ...], dict[str, int]]] = []
+
+
+def _partition_cpus(clusters: Sequence[ClusterState]) -> dict[str, int]:
+    """Each partition's widest node (CPUs): slurmctld's node-count estimate for a pending
+    `-n` job divides by it. Computed again only when a cluster's description changes."""
+    key = tuple(clusters)
+    if _widest and len(_widest[0][0]) == len(key) and all(map(operator.is_, _widest[0][0], key)):
+        return _widest[0][1]
+    out: dict[str, int] = {}
+    for cluster in key:
+        cpus = {n.name: n.cpus for n in cluster.nodes}
+        for p in cluster.partitions:
+            out[p.name] = max((cpus.get(name, 0) for name in p.nodes), default=0)
+    _widest[:] = [(key, out)]
+    return out
+
+
+def site_document(gw: Gateway) -> dict[str, Any]:
+    """What clients need to print records as slurmctld would (its defaults)."""
+    clusters = list(gw.clusters.values())
+    default = next((c.default_partition.name for c in clusters if c.default_partition), "debug")
+    times = {
+        p.name: p.default_time if p.default_time is not None else p.max_time
+        for c in clusters
+        for p in c.partitions
+    }
+    return {
+        "default_partition": default,
+        "partition_time": times,
+        "partition_cpus": _partition_cpus(clusters),
+        "def_mem_per_cpu_mb": gw.config.def_mem_per_cpu_mb or None,
+        "job_requeue": gw.config.job_requeue,
+        "max_array_size": gw.config.max_array_size,
+        "cluster": gw.config.cluster_name,
+    }

@@ -1,0 +1,438 @@
+"""Walltime backfill: reservations for blocked jobs, computed from running jobs' time limits.
+
+Why a plan and not a single "shadow time": a gang needs specific nodes, GPUs and a topology
+shape, so "the top job could start at T" only means something with the nodes it would get.
+The planner therefore reserves a whole placement (every rank, chosen by the same filters,
+scores and placement plugins as a start now) over [T, T + time limit), and a lower job may
+start now only if, on every node it would use, its share fits next to the running jobs and
+the binding reservations at every instant of its own run. EASY keeps one binding
+reservation (the top blocked job), conservative keeps `bf_depth`; every other tested job
+still gets an expected start and nodes (what `squeue --start` shows), computed against the
+running jobs and the binding reservations only: an estimate, never a promise, and one that
+costs a walk over running jobs' ends rather than a re-plan of every queued job.
+
+Searches are memoised per request shape within a cycle (jobs of one array, or of one
+user's workflow, ask for the same thing) and invalidated whenever a start or a
+reservation changes what is free; that is what keeps a cycle over a long queue cheap.
+
+Time is what jobs ask for: a running job ends at start + time limit; a job without a limit
+never ends (it is never a reason for a reservation to come earlier, and it can start now
+only where no binding reservation ever needs its resources). Planned starts are rounded up
+to bf_resolution and never lie beyond bf_window.
+
+The planner is per cycle, mutates only its own working state and the cycle's free map,
+and performs no IO.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from gateway.model.cluster import Node
+from gateway.model.job import Job, RankPlacement
+from gateway.model.jobspec import Sharing
+from gateway.model.values import INFINITE
+from gateway.scheduler.bf_params import BackfillParams
+from gateway.scheduler.plugins import Registry
+from gateway.scheduler.request import NodeRequest
+from gateway.scheduler.selection import Target
+from gateway.scheduler.snapshot import NodeFree, Snapshot
+
+__all__ = ["Chosen", "PlaceFn", "Planned", "Planner", "duration_s"]
+
+Chosen = tuple[Target, tuple[RankPlacement, ...]]
+# the cycle's placement on the first target that fits, on the free map given (mutated)
+PlaceFn = Callable[[Job, NodeRequest, Sequence[Target], dict[str, NodeFree]], Chosen | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """When and where a pending job is expected to start (squeue %S and %Y)."""
+
+    start: float
+    nodes: tuple[str, ...]
+    cluster: str
+    partition: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Use:
+    """One job's share of one node over [start, end)."""
+
+    start: float
+    end: float
+    cpus: int
+    memory_mb: int
+    gpus: frozenset[int]
+    exclusive: bool
+
+
+def duration_s(job: Job) -> float:
+    """Seconds a job may run (its time limit); infinite without one."""
+    if job.time_limit in (0, INFINITE):
+        return math.inf
+    return job.time_limit * 60.0
+
+
+def _exclusive(job: Job) -> bool:
+    return job.spec.sharing is Sharing.EXCLUSIVE
+
+
+_UNAVAILABLE = frozenset({"down", "drained", "draining"})
+
+
+def _round_up(t: float, res: int) -> float:
+    return float(math.ceil(t / res) * res)
+
+
+def _use(node: Node, p: RankPlacement, exclusive: bool, start: float, end: float) -> _Use:
+    """What a rank holds: the whole node when exclusive (as Statement.allocate takes it)."""
+    if exclusive:
+        every = frozenset(g.index for g in node.gpus) if node.gpus else frozenset()
+        return _Use(start, end, node.cpus, node.memory_mb, every, True)
+    return _Use(start, end, p.cpus, p.memory_mb, frozenset(p.gpus), False)
+
+
+def _take(f: NodeFree, p: RankPlacement, exclusive: bool) -> NodeFree:
+    """`f` less one rank's share, exactly as Statement.allocate takes it."""
+    return replace(
+        f,
+        cpus=0 if exclusive else f.cpus - p.cpus,
+        memory_mb=0 if exclusive else f.memory_mb - p.memory_mb,
+        gpus=frozenset() if exclusive else f.gpus - set(p.gpus),
+        exclusive_jobs=f.exclusive_jobs + int(exclusive),
+        jobs=f.jobs + 1,
+    )
+
+
+def _give_back(f: NodeFree, u: _Use) -> NodeFree:
+    """`f` once the job holding `u` has ended (a node left with no job is whole again)."""
+    node = f.node
+    jobs = max(f.jobs - 1, 0)
+    if jobs == 0:
+        return NodeFree(node, node.cpus, node.memory_mb, frozenset(g.index for g in node.gpus))
+    return NodeFree(
+        node,
+        min(node.cpus, f.cpus + u.cpus),
+        min(node.memory_mb, f.memory_mb + u.memory_mb),
+        f.gpus | u.gpus,
+        max(f.exclusive_jobs - int(u.exclusive), 0),
+        jobs,
+    )
+
+
+class Planner:
+    """Start-now checks against binding reservations, and expected starts for blocked jobs."""
+
+    def __init__(
+        self, snap: Snapshot, reg: Registry, params: BackfillParams, place: PlaceFn
+    ) -> None:
+        self._snap = snap
+        self._reg = reg
+        self._params = params
+        self._place = place
+        self.now = snap.now
+        self.plan: dict[int, Planned] = {}
+        self.blocked = False
+        self._tested = 0
+        self._seq = 0
+        self._ends: list[tuple[float, int, str, _Use]] = []  # running shares by end
+        self._running: dict[str, list[_Use]] = {}  # node -> running shares that end
+        self._binding: dict[str, list[_Use]] = {}  # node -> reservations not to delay
+        self._binding_start = math.inf
+        self._binding_starts: list[float] = []
+        self._views: dict[tuple[int, tuple[bool, ...]], dict[str, NodeFree]] = {}
+        self._hold_ends: list[float] = []
+        self._reservations = 0
+        self._estimates = 0
+        self._within: dict[str, frozenset[str]] = {}
+        # memo: bumped by every start and reservation (what is free, and when, changed)
+        self._version = 0
+        self._no_start: dict[tuple[NodeRequest, tuple[Target, ...]], tuple[int, float]] = {}
+        self._windows: dict[tuple[str, tuple[bool, ...]], tuple[NodeFree, NodeFree]] = {}
+        self._found: dict[tuple[NodeRequest, Target, float, int], tuple[float, Chosen] | None] = {}
+        # nodes with a free cpu: no job fits anywhere else, and the cycle only takes
+        self._pool = {n: f for n, f in snap.free.items() if f.cpus > 0}
+        self._open = len(self._pool)  # pool nodes that still have a free cpu
+        self._full: dict[str, NodeFree] = {}  # nodes this cycle filled (left the pool)
+        self.any_down = any(f.node.state.long in _UNAVAILABLE for f in snap.free.values())
+        self._indexed = False  # running jobs' ends, read only once a job is blocked
+        self._started: list[tuple[Job, tuple[RankPlacement, ...], float]] = []  # until then
+
+    def _index_running(self) -> None:
+        if self._indexed:
+            return
+        self._indexed = True
+        for job in self._snap.running:
+            dur = duration_s(job)
+            if job.start_time is None or dur == math.inf:
+                continue
+            self._track(job, job.placement, job.start_time, job.start_time + dur)
+        for job, placement, end in self._started:
+            self._track(job, placement, self.now, end)
+        self._ends.sort(key=lambda e: (e[0], e[1]))
+
+    # --- what the cycle calls -------------------------------------------------------
+
+    def may_test(self) -> bool:
+        """Whether one more job behind a blocked one may be examined (bf_max_job_test;
+        plain FCFS examines none)."""
+        if self._params.mode == "fcfs":
+            return False
+        self._tested += 1
+        return self._tested <= self._params.max_job_test
+
+    def start_now(
+        self, job: Job, req: NodeRequest, targets: Sequence[Target], free: dict[str, NodeFree]
+    ) -> Chosen | None:
+        """Place the job now if it fits without delaying a binding reservation; the free
+        map takes the placement."""
+        dur = duration_s(job)
+        end = self.now + dur
+        shape = (req, tuple(targets))
+        failed = self._no_start.get(shape)
+        if failed is not None and failed[0] == self._version and dur >= failed[1]:
+            return None  # a shorter job of this shape did not fit, and nothing changed since
+        if req.nodes > self._open:
+            return None  # every rank needs a cpu on a node of its own
+        if end <= self._binding_start:  # over before any binding reservation begins
+            chosen = self._place(job, req, targets, self._pool)
+            view = self._pool
+        else:
+            view = self._view_now(end)
+            chosen = self._place(job, req, targets, view)
+        if chosen is None:
+            self._no_start[shape] = (self._version, dur)
+            return None
+        self._version += 1
+        exclusive = _exclusive(job)
+        for p in chosen[1]:
+            if view is not self._pool:
+                self._pool[p.node] = _take(self._pool[p.node], p, exclusive)
+            free[p.node] = self._pool[p.node]
+            if free[p.node].cpus <= 0:  # full: out of the pool, so no test scans it again
+                self._open -= 1
+                self._full[p.node] = self._pool.pop(p.node)
+        if dur != math.inf and self._indexed:
+            self._track(job, chosen[1], self.now, end, insort=True)
+        elif dur != math.inf:
+            self._started.append((job, chosen[1], end))
+        return chosen
+
+    def block(
+        self, job: Job, req: NodeRequest, targets: Sequence[Target], free: dict[str, NodeFree]
+    ) -> None:
+        """The job cannot start now: find its earliest start and nodes, and reserve them
+        (binding for the first `binding` blocked jobs)."""
+        self.blocked = True
+        self._index_running()
+        binding = self._reservations < self._params.binding
+        if not binding:
+            if self._estimates >= self._params.estimates:
+                return
+            self._estimates += 1
+        dur = duration_s(job)
+        horizon = self.now + self._params.window_s
+        best: tuple[float, Chosen] | None = None
+        for target in targets:
+            limit = horizon if best is None else min(horizon, best[0])
+            key = (req, target, dur, self._version)
+            if key in self._found:
+                found = self._found[key]
+            else:
+                found = self._found[key] = self._earliest(job, req, target, dur, horizon)
+            if found is not None and found[0] > limit:
+                found = None
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found
+        if best is None:
+            return
+        start, (target, placement) = best
+        nodes = tuple(p.node for p in placement)
+        self.plan[job.job_id] = Planned(start, nodes, target.cluster, target.partition)
+        if not binding:
+            return  # an estimate only: lower jobs may take these nodes meanwhile
+        self._reservations += 1
+        self._version += 1
+        exclusive = _exclusive(job)
+        for p in placement:
+            use = _use(self._snap.free[p.node].node, p, exclusive, start, start + dur)
+            self._binding.setdefault(p.node, []).append(use)
+        self._binding_start = min(self._binding_start, start)
+        bisect.insort(self._binding_starts, start)
+        if dur != math.inf:
+            bisect.insort(self._hold_ends, start + dur)
+
+    # --- the plan -------------------------------------------------------------------
+
+    def _track(
+        self,
+        job: Job,
+        placement: Sequence[RankPlacement],
+        start: float,
+        end: float,
+        insort: bool = False,
+    ) -> None:
+        """Remember a running job's shares, to give them back when it ends."""
+        exclusive = _exclusive(job)
+        nodes = self._snap.free
+        for p in placement:
+            known = nodes.get(p.node)
+            if known is None:
+                continue
+            use = _use(known.node, p, exclusive, start, end)
+            self._running.setdefault(p.node, []).append(use)
+            entry = (end, self._seq, p.node, use)
+            self._seq += 1
+            if insort:
+                bisect.insort(self._ends, entry, key=lambda e: (e[0], e[1]))
+            else:
+                self._ends.append(entry)
+
+    def _nodes(self, cluster: str) -> frozenset[str]:
+        found = self._within.get(cluster)
+        if found is None:
+            c = self._snap.clusters.get(cluster)
+            found = frozenset(n.name for n in c.nodes) if c is not None else frozenset()
+            self._within[cluster] = found
+        return found
+
+    def _earliest(
+        self, job: Job, req: NodeRequest, target: Target, dur: float, horizon: float
+    ) -> tuple[float, Chosen] | None:
+        """The first time (running jobs ending, reservations ending) at which the gang
+        fits on `target` for its whole run, with the nodes it would get then. Nodes are
+        released in end order and only those are re-checked, so a search costs the ends
+        it walks, not the cluster's size."""
+        snap, filters = self._snap, self._reg.filters
+        one = replace(req, partitions=(target.partition,))
+        within = self._nodes(target.cluster)
+
+        def ok(f: NodeFree) -> bool:
+            return all(p.fits(one, f, snap) for p in filters)
+
+        base: dict[str, NodeFree] = {}
+        cands = {n for n, f in self._pool.items() if n in within and ok(f)}
+        ends, hold_ends, res = self._ends, self._hold_ends, self._params.resolution_s
+        i = j = 0
+        while True:
+            t_end = ends[i][0] if i < len(ends) else math.inf
+            t_hold = hold_ends[j] if j < len(hold_ends) else math.inf
+            raw = min(t_end, t_hold)
+            if raw == math.inf:
+                return None
+            t = _round_up(max(raw, self.now + 1e-6), res)
+            if t > horizon:
+                return None
+            while i < len(ends) and ends[i][0] <= t:
+                node = ends[i][2]
+                f = _give_back(base.get(node) or self._pool_or_free(node), ends[i][3])
+                base[node] = f
+                i += 1
+                if node in within and node not in cands and ok(f):
+                    cands.add(node)
+            while j < len(hold_ends) and hold_ends[j] <= t:
+                j += 1
+            if len(cands) < req.nodes:
+                continue
+            stop = t + dur
+            view: dict[str, NodeFree] = {}
+            for n in cands:
+                f = base.get(n) or self._pool_or_free(n)
+                if n in self._binding:
+                    f = self._window(n, self._pool_or_free(n), t, stop, self._binding)
+                    if not ok(f):
+                        continue
+                view[n] = f
+            if len(view) < req.nodes:
+                continue
+            # reserve nodes that are busy now when they suffice: the idle ones stay free
+            # for backfilling (what EASY's "extra nodes" are when counted, not named)
+            later = {n: f for n, f in view.items() if n in base and n not in self._pool}
+            chosen = None
+            if len(later) >= req.nodes:
+                chosen = self._place(job, req, (target,), later)
+            if chosen is None:
+                chosen = self._place(job, req, (target,), view)
+            if chosen is not None:
+                return t, chosen
+
+    def _view_now(self, end: float) -> dict[str, NodeFree]:
+        """The pool as a run from now to `end` sees it next to the binding reservations.
+        Kept while nothing starts or is reserved, per set of reservations the run overlaps
+        (a failed placement leaves its view untouched; a success bumps the version)."""
+        key = (self._version, tuple(end > s for s in self._binding_starts))
+        view = self._views.get(key)
+        if view is None:
+            view = {}
+            for n, f in self._pool.items():
+                if n in self._binding:
+                    f = self._window_now(n, f, end)
+                    if f.cpus <= 0:
+                        continue  # reserved for the whole run: no share fits
+                view[n] = f
+            if len(self._views) >= 64:
+                self._views.clear()
+            self._views[key] = view
+        return view
+
+    def _window_now(self, n: str, f: NodeFree, end: float) -> NodeFree:
+        """`_window(n, f, now, end)`, kept per node and per set of reservations the run
+        overlaps (that is all it depends on while the node's record `f` is unchanged): a
+        cycle tests hundreds of jobs against the same few reservations."""
+        holds = self._binding[n]
+        key = (n, tuple(h.start < end for h in holds))
+        hit = self._windows.get(key)
+        if hit is not None and hit[0] is f:
+            return hit[1]
+        found = self._window(n, f, self.now, end, self._binding)
+        self._windows[key] = (f, found)
+        return found
+
+    def _pool_or_free(self, node: str) -> NodeFree:
+        found = self._pool.get(node) or self._full.get(node)
+        return found if found is not None else self._snap.free[node]
+
+    def _window(
+        self, n: str, now_free: NodeFree, t0: float, t1: float, holds: dict[str, list[_Use]]
+    ) -> NodeFree:
+        """What node `n` has free at every instant of [t0, t1): its capacity less the
+        most that running jobs (those not ended yet) and reservations hold at once, per
+        resource; GPUs held by anyone at any instant are not free."""
+        node = now_free.node
+        every = frozenset(g.index for g in node.gpus)
+        hs = [h for h in holds.get(n, ()) if h.start < t1 and h.end > t0]
+        points = sorted({t0, *(h.start for h in hs if h.start > t0)})
+        running = self._running.get(n, ())
+        top_c = top_m = top_x = top_j = 0
+        held: set[int] = set()
+        for b in points:
+            c = node.cpus - now_free.cpus
+            m = node.memory_mb - now_free.memory_mb
+            g = set(every - now_free.gpus)
+            x, jobs = now_free.exclusive_jobs, now_free.jobs
+            for u in running:
+                if u.end <= b and u.start <= self.now:
+                    c, m, x, jobs = c - u.cpus, m - u.memory_mb, x - int(u.exclusive), jobs - 1
+                    g -= u.gpus
+            if jobs <= 0:
+                c = m = x = jobs = 0
+                g.clear()
+            for h in hs:
+                if h.start <= b < h.end:
+                    c, m, x, jobs = c + h.cpus, m + h.memory_mb, x + int(h.exclusive), jobs + 1
+                    g |= h.gpus
+            top_c, top_m = max(top_c, c), max(top_m, m)
+            top_x, top_j = max(top_x, x), max(top_j, jobs)
+            held |= g
+        return NodeFree(
+            node,
+            max(node.cpus - top_c, 0),
+            max(node.memory_mb - top_m, 0),
+            every - held,
+            top_x,
+            top_j,
+        )

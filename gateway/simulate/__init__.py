@@ -1,0 +1,1 @@
+"""`caldera simulate`: replay Standard Workload Format traces through the scheduler."""

@@ -1,0 +1,206 @@
+"""The controller of KubernetesBackend: one pass (`tick`) over every gang it tracks.
+
+Run by the backend's thread whenever an informer sees a change (or once a second): finish
+creations, place and bind waiting gangs (mode CALDERA: the binder binds a gateway-placed gang
+where the gateway put it and places only gangs the gateway left unplaced; withdraw.py hands
+back a placement that can no longer be bound), turn pod phases into verdicts (lifecycle.py),
+enforce time limits, kill what remains of an ended gang and clean up once the gateway has
+the verdict. Kept apart from the backend's port methods (backend.py), which only record
+what the gateway asked for and hand out the events this produces.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gateway.model.backend import BackendEvent, EventKind
+from gateway.model.job import Job
+from k8s_bridge.binder import GangBinder
+from k8s_bridge.gang import Gang, Verdict
+from k8s_bridge.informer import Informer
+from k8s_bridge.inventory import NodeInfo, PodUsage
+from k8s_bridge.kube import CONFIGMAPS, KubeClient, KubeError
+from k8s_bridge.lifecycle import PodState, gang_status
+from k8s_bridge.objects import GangObjects
+from k8s_bridge.options import GangMode, K8sOptions
+from k8s_bridge.withdraw import Withdrawals
+
+__all__ = ["GangController"]
+
+log = logging.getLogger("k8s_bridge.backend")
+
+Obj = dict[str, Any]
+
+
+class GangController:
+    """The controller half of KubernetesBackend (its state is the backend's own)."""
+
+    name: str
+    opts: K8sOptions
+    clock: Callable[[], float]
+    client: KubeClient
+    namespace: str
+    binder: GangBinder
+    objects: GangObjects
+    withdrawals: Withdrawals
+    pods: Informer[PodState]
+    nodes: Informer[NodeInfo]
+    usage: Informer[PodUsage]
+    ticks: int
+    _lock: threading.RLock
+    _gangs: dict[tuple[int, int], Gang]
+    _events: list[BackendEvent]
+    _polls: int
+    _mode: GangMode | None
+    _pod_index: dict[tuple[int, int], list[PodState]]
+
+    def _adopt(self, job: Job, root: Obj | None) -> Gang | None:
+        """A gang for a job the gateway believes running here (backend.py)."""
+        raise NotImplementedError
+
+    def _decided(self, gang: Gang, verdict: Verdict) -> None:
+        with self._lock:
+            gang.verdict = verdict
+            self._events.append(gang.event(verdict, self.clock()))
+
+    def _verify_adopted(self, gang: Gang, now: float) -> None:
+        """A job adopted while the API server did not answer: adopt it properly, or
+        report it lost when the cluster has no objects of it."""
+        root = self.client.get(CONFIGMAPS, self.namespace, gang.names.root)
+        if root is not None:
+            with self._lock:
+                self._gangs.pop(gang.key, None)
+            self._adopt(gang.job, root)
+            return
+        verdict = Verdict(
+            EventKind.LOST, None, message=f"cluster {self.name} has no objects of this job"
+        )
+        with self._lock:
+            gang.blind = False
+            gang.verdict = verdict
+            gang.verdict_saved = gang.killed = True
+            self._events.append(gang.event(verdict, now))
+
+    def _create(self, gang: Gang) -> None:
+        verdict = self.objects.create(gang)
+        if verdict is not None:  # this attempt ended before (a retried submission)
+            with self._lock:
+                gang.verdict = verdict
+                self._events.append(gang.event(verdict, self.clock()))
+
+    def tick(self) -> None:
+        """One pass of the controller (also callable directly, e.g. from tests)."""
+        self.ticks += 1
+        index: dict[tuple[int, int], list[PodState]] = {}
+        for pod in self.pods.items().values():
+            index.setdefault((pod.job_id, pod.attempt), []).append(pod)
+        self._pod_index = index
+        synced = self.pods.synced
+        now = self.clock()
+        mono = time.monotonic()
+        with self._lock:
+            gangs = sorted(self._gangs.values(), key=lambda g: (g.submitted, g.names.job_id))
+        waiting: list[Gang] = []
+        for gang in gangs:
+            try:
+                self._tick_gang(gang, index.get(gang.key, []), synced, now, mono, waiting)
+            except KubeError as exc:
+                gang.last_error = str(exc)
+                gang.next_try = mono + gang.backoff
+                gang.backoff = min(gang.backoff * 2, 5.0)
+                log.info("job %s: %s", gang.names.job_id, exc)
+        if waiting and self._mode is GangMode.CALDERA:
+            self._bind_waiting(waiting)
+
+    def _tick_gang(
+        self,
+        gang: Gang,
+        pods: list[PodState],
+        synced: bool,
+        now: float,
+        mono: float,
+        waiting: list[Gang],
+    ) -> None:
+        if gang.cleanup_done:
+            if not pods or all(p.deleting for p in pods):
+                with self._lock:
+                    if gang.delivered_at is not None or gang.cancelled:
+                        self._gangs.pop(gang.key, None)
+            return
+        if mono < gang.next_try:
+            return
+        if gang.cancelled:
+            self.objects.delete(gang)
+            gang.cleanup_done = True
+            return
+        if gang.blind:
+            self._verify_adopted(gang, now)
+            return
+        if not gang.created and gang.verdict is None:
+            try:
+                self._create(gang)
+            except KubeError as exc:
+                if exc.retryable:
+                    raise
+                self._decided(gang, gang.launch_failure(f"the API server rejected it: {exc}", now))
+            gang.backoff = 0.2
+        if gang.verdict is None and synced:
+            status = gang_status(
+                pods, gang.ranks, was_running=gang.started, missing_is_lost=gang.created
+            )
+            if gang.observe(pods, status, mono):
+                with self._lock:
+                    self._events.append(gang.started_event(now))
+            verdict = gang.decide(status, mono, now, self.opts.kill_wait_s)
+            if verdict is not None:
+                self._decided(gang, verdict)
+            elif gang.created and (gang.nodes is None or len(gang.bound) < gang.ranks):
+                waiting.append(gang)
+        if gang.verdict is not None:
+            if not gang.verdict_saved:
+                self.objects.save_verdict(gang, gang.verdict)
+            if not gang.killed:
+                self.objects.kill(gang, self._pod_index.get(gang.key, []))
+                gang.killed = True
+            if gang.delivered_at is not None and gang.delivered_at < self._polls:
+                self.objects.delete(gang)
+                gang.cleanup_done = True
+
+    def _bind_waiting(self, gangs: list[Gang]) -> None:
+        """Place the gangs that have no nodes yet (in order) and bind every unbound rank."""
+        if not (self.nodes.synced and self.usage.synced):
+            return
+        unplaced = [g for g in gangs if g.nodes is None]
+        if unplaced:
+            demands = [g.demand() for g in unplaced]
+            version = self.nodes.version
+            placed = self.binder.place(
+                demands, self.nodes.items(), self.usage.items().values(), version
+            )
+            for demand, nodes in placed:
+                gang = self._gangs.get((demand.job.job_id, demand.job.restart_count))
+                if gang is not None:
+                    gang.nodes = nodes
+            unfit = [g for g in unplaced if g.nodes is None]
+            for gang, verdict in self.withdrawals.due(unfit, self.nodes.items(), time.monotonic()):
+                log.info("job %s withdrawn: %s", gang.names.job_id, verdict.message)
+                self._decided(gang, verdict)
+        work = []
+        for gang in gangs:
+            if gang.nodes is None:
+                continue
+            todo = [r for r in range(gang.ranks) if r not in gang.bound]
+            if todo:
+                work.append((gang, gang.nodes, todo))
+        outcomes = self.binder.bind_all([(g.demand(), nodes, todo) for g, nodes, todo in work])
+        for (gang, _, _), outcome in zip(work, outcomes, strict=True):
+            gang.bound.update(outcome.bound)
+            hard = [e for e in outcome.failed.values() if not e.retryable]
+            if hard:
+                log.warning("job %s: binding failed: %s", gang.names.job_id, hard[0])
+                failure = gang.launch_failure(f"binding failed: {hard[0]}", self.clock())
+                self._decided(gang, failure)

@@ -1,0 +1,188 @@
+"""srun inside a two-node job, on Caldera's local backend (two virtual nodes of this
+machine, shaped like the test cluster's node01 and node02) and on the real Slurm 22.05
+cluster: the same script, the same lines (layouts, per-task ids and node names, warnings,
+refusals and exit codes). Then OpenMPI's mpirun across the two virtual nodes, with an
+allreduce that proves the ranks talk to each other (issue 14, item 3)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.slurm_stack import SlurmStack, cancel, job_id_from_sbatch, slurm_env
+
+pytestmark = pytest.mark.slurm
+
+SCRIPT = """#!/bin/bash
+echo "== plain"; srun bash -c 'echo $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURMD_NODENAME \
+$SLURM_STEP_NODELIST $SLURM_STEP_TASKS_PER_NODE $SLURM_STEP_NUM_TASKS $SLURM_STEP_NUM_NODES' | sort
+echo "== N1n1"; srun -N1 -n1 bash -c 'echo $SLURM_PROCID $SLURMD_NODENAME $SLURM_STEP_NODELIST'
+echo "== n1"; srun -n1 bash -c 'echo $SLURMD_NODENAME $SLURM_STEP_NUM_NODES'; echo "rc=$?"
+echo "== n8"; srun -n 8 true; echo "rc=$?"
+echo "== N3"; srun -N 3 true; echo "rc=$?"
+echo "== label"; srun -l -n 3 echo hi | sort
+echo "== w"; srun -w node02 bash -c 'echo $SLURMD_NODENAME $SLURM_STEP_NUM_TASKS' | sort
+echo "== w-bad"; srun -w node04 true; echo "rc=$?"
+echo "== tpn1"; srun --ntasks-per-node=1 bash -c 'echo $SLURM_PROCID $SLURMD_NODENAME' | sort
+echo "== ompi"; srun --ntasks-per-node=1 --kill-on-bad-exit --nodes=2 \
+--nodelist=$SLURM_JOB_NODELIST --ntasks=2 bash -c 'echo $SLURM_PROCID $SLURMD_NODENAME' | sort
+echo "== fail"; srun -n 2 bash -c 'exit $SLURM_PROCID'; echo "rc=$?"
+echo "== out"; srun -o step-%t.out -n 2 bash -c 'echo t$SLURM_PROCID'; cat step-0.out step-1.out
+echo "== n3N2"; srun -n 3 -N 2 bash -c 'echo $SLURM_PROCID $SLURM_NODEID $SLURM_LOCALID' | sort
+echo "== n0"; srun -n 0 true; echo "rc=$?"
+echo "== bad"; srun --bogus true; echo "rc=$?"
+echo "== noargs"; srun; echo "rc=$?"
+"""
+
+SITE = """
+[[nodes]]
+name = "node01"
+cpus = 2
+memory_mb = 2000
+[[nodes]]
+name = "node02"
+cpus = 2
+memory_mb = 2000
+[[partitions]]
+name = "real"
+nodes = ["node01", "node02"]
+default = true
+"""
+
+
+@pytest.fixture
+def two_nodes() -> Iterator[Gateway]:
+    base = Path(tempfile.mkdtemp(prefix="caldera-srun-", dir="/tmp"))
+    gw = start_gateway(base, SITE)
+    try:
+        yield gw
+    finally:
+        stop_gateway(gw)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _real_output(workdir: Path, script: Path) -> str:
+    argv = ["sbatch", "--parsable", "-p", "real", "-N", "2", "-n", "4", "-w", "node01,node02"]
+    done = subprocess.run(
+        [*argv, "-o", str(workdir / "real.out"), str(script)],
+        env=slurm_env(),
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    job = job_id_from_sbatch(done.stdout)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            queue = subprocess.run(
+                ["squeue", "-h", "-j", job], env=slurm_env(), capture_output=True, text=True
+            )
+            if not queue.stdout.strip():
+                break
+            time.sleep(1)
+    finally:
+        cancel(job)
+    text = re.sub(r"job \d+", "job N", (workdir / "real.out").read_text())
+    # slurmctld frees a step's CPUs a moment after it ends: the next step may wait for them
+    # (timing, not behaviour; Caldera's steps never wait)
+    waits = ("srun: Job N step creation temporarily disabled", "srun: Step created for job N")
+    return "".join(line for line in text.splitlines(True) if not line.startswith(waits))
+
+
+def test_srun_in_a_two_node_job_answers_as_slurm(
+    cluster: SlurmStack, two_nodes: Gateway, tmp_path: Path
+) -> None:
+    real_dir = Path(tempfile.mkdtemp(prefix="srun-real-", dir="/tmp"))
+    real_dir.chmod(0o1777)
+    try:
+        script = real_dir / "steps.sh"
+        script.write_text(SCRIPT)
+        script.chmod(0o755)
+        theirs = _real_output(real_dir, script)
+    finally:
+        shutil.rmtree(real_dir, ignore_errors=True)
+    gw = two_nodes
+    ours_script = gw.workdir / "steps.sh"
+    ours_script.write_text(SCRIPT)
+    job = gw.sbatch("-N", "2", "-n", "4", "-o", str(gw.workdir / "ours.out"), str(ours_script))
+    gw.wait(job, timeout=120)
+    ours = re.sub(r"job \d+", "job N", (gw.workdir / "ours.out").read_text())
+    assert "== plain\n0 0 0 node01 node[01-02] 2(x2) 4 2\n" in theirs  # the cluster as meant
+    assert ours == theirs
+
+
+def test_mpirun_spans_the_virtual_nodes_and_its_ranks_talk(
+    cluster: SlurmStack, two_nodes: Gateway
+) -> None:
+    gw = two_nodes
+    script = gw.workdir / "mpi.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"mpirun --allow-run-as-root -np 4 {cluster.mpi_hello} | sort\n"
+        "srun -l bash -c 'echo $SLURMD_NODENAME' | sort\n"
+    )
+    job = gw.sbatch("-N", "2", "-n", "4", "-o", str(gw.workdir / "mpi.out"), str(script))
+    final = gw.wait(job, timeout=120)
+    out = (gw.workdir / "mpi.out").read_text()
+    assert final["state"] == "COMPLETED", out
+    assert [line.split(" on ")[0] for line in out.splitlines()[:4]] == [
+        f"rank {r}/4" for r in range(4)
+    ], out
+    assert all(line.endswith("sum 6") for line in out.splitlines()[:4]), out
+    assert out.splitlines()[4:] == ["0: node01", "1: node01", "2: node02", "3: node02"]
+
+
+_ALLOC = (
+    "env | grep -E '^SLURM_(JOB_(CPUS_PER_NODE|NAME|NODELIST|NUM_NODES|PARTITION)|NNODES|"
+    "NTASKS|NPROCS|TASKS_PER_NODE|NODELIST)=' | sort; srun -l hostname | cut -d: -f1 | sort"
+)
+
+
+def _alloc_session(run: object, workdir: Path) -> list[str]:
+    """salloc with a command, srun outside a job, and a failing salloc: what each printed,
+    with job ids replaced."""
+    lines: list[str] = []
+    for argv in (
+        ["salloc", "-p", "real", "-N", "2", "-n", "3", "bash", "-c", _ALLOC],
+        ["srun", "-p", "real", "-N", "2", "-n", "3", "-l", "bash", "-c", "echo $SLURM_NODEID"],
+        ["salloc", "-p", "real", "-n", "1", "false"],
+    ):
+        done = run(argv)  # type: ignore[operator]
+        out = sorted(done.stdout.splitlines())  # srun -l lines come in any order
+        err = re.sub(r"allocation \d+", "allocation N", done.stderr)
+        lines.append(f"$ {argv[0]} rc={done.returncode}\n" + "\n".join(out) + "\n" + err)
+    return lines
+
+
+def test_salloc_and_srun_outside_a_job_allocate_run_and_release_as_slurm(
+    cluster: SlurmStack, two_nodes: Gateway
+) -> None:
+    real_dir = Path(tempfile.mkdtemp(prefix="salloc-real-", dir="/tmp"))
+    try:
+        theirs = _alloc_session(
+            lambda a: subprocess.run(
+                a, env=slurm_env(), cwd=real_dir, capture_output=True, text=True, timeout=120
+            ),
+            real_dir,
+        )
+    finally:
+        shutil.rmtree(real_dir, ignore_errors=True)
+    ours = _alloc_session(lambda a: two_nodes.run(a), two_nodes.workdir)
+    assert "SLURM_JOB_CPUS_PER_NODE=2,1" in theirs[0]  # the cluster was free, as meant
+    assert ours == theirs
+    acct = two_nodes.ok(["sacct", "-X", "-n", "-P", "-o", "JobName,State,ExitCode"])
+    assert acct.splitlines() == [
+        "interactive|COMPLETED|0:0",
+        "bash|COMPLETED|0:0",
+        "interactive|FAILED|1:0",
+    ]

@@ -15,27 +15,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Path, Request
 
 from gateway.control.gateway import Gateway
+from gateway.control.snapshots import dep_target
 from gateway.control.submit import Caller
 from gateway.model.job import Job
 from gateway.scheduler.explain import WhyInput, explain
-from gateway.scheduler.snapshot import DepTarget
 from gateway.store.base import JobQuery
 
 __all__ = ["why_router"]
-
-
-def _target(j: Job) -> DepTarget:
-    return DepTarget(
-        job_id=j.job_id,
-        state=j.state,
-        exit_code=j.exit_code,
-        start_time=j.start_time,
-        user=j.uid,
-        name=j.spec.name,
-        array_job_id=j.array_job_id,
-        array_task_id=j.array_task_id,
-        pending_tasks=j.array_pending.count if j.array_pending else 0,
-    )
 
 
 async def why_input(gw: Gateway, job: Job) -> WhyInput:
@@ -48,7 +34,7 @@ async def why_input(gw: Gateway, job: Job) -> WhyInput:
             q = JobQuery(job_ids=[target_id])
             stored[target_id] = await asyncio.to_thread(gw.store.query, q)
     targets = {
-        i: tuple(_target(j) for j in (gw.jobs.job_or_array(i) or stored.get(i, []))) for i in ids
+        i: tuple(dep_target(j) for j in (gw.jobs.job_or_array(i) or stored.get(i, []))) for i in ids
     }
     return WhyInput(
         now=time.time(),

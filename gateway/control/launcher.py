@@ -40,6 +40,7 @@ class Launcher:
         # the same for one job whose earlier run is still being ended (Reason Cleaning):
         # that job waits, the rest of its cluster does not
         self._job_backoff: dict[int, tuple[float, float, Reason]] = {}
+        self._inflight: dict[int, asyncio.Future[None]] = {}  # job id -> its launch's end
 
     def not_backed_off(self, starts: Iterable[Decision], changed: list[Job]) -> list[Decision]:
         """The starts whose cluster is not backing off after a retryable refusal; the others
@@ -104,6 +105,26 @@ class Launcher:
         return records, running, task
 
     async def launch(
+        self, records: list[Job], running: Job, pending: Job, decision: Decision
+    ) -> None:
+        """`_launch`, known as in flight until it is over (see `settled`)."""
+        done = asyncio.get_running_loop().create_future()
+        self._inflight[running.job_id] = done
+        try:
+            await self._launch(records, running, pending, decision)
+        finally:
+            if self._inflight.get(running.job_id) is done:
+                del self._inflight[running.job_id]
+            done.set_result(None)
+
+    async def settled(self, job_id: int) -> None:
+        """Return once no launch of the job is in flight: the job is RUNNING before its
+        backend has it, and a scancel in that moment must reach the process it starts."""
+        pending = self._inflight.get(job_id)
+        if pending is not None:
+            await asyncio.shield(pending)
+
+    async def _launch(
         self, records: list[Job], running: Job, pending: Job, decision: Decision
     ) -> None:
         """Persist, then hand the job to its backend (off the event loop). When the start

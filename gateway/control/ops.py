@@ -112,6 +112,10 @@ async def cancel(
                     # a pending job keeps its reason (JobHeldUser, Dependency...), as in Slurm
                     changes.add(gw.ended(job, JobState.CANCELLED, reason=job.reason, by=caller.uid))
                 continue
+            await gw.launcher.settled(job.job_id)  # a launch in flight reaches its backend
+            job = changes.current(job)
+            if job.state.is_finished:
+                continue
             if signal is None:  # who cancels is recorded before the backend reports the end
                 changes.add(replace(job, cancelled_by=caller.uid))
             await changes.flush()
@@ -273,6 +277,8 @@ async def requeue(
                     err = err or SlurmErrno.DISABLED
                     continue
                 if job.state.is_active:
+                    await gw.launcher.settled(job.job_id)
+                    job = changes.current(job)
                     await changes.flush()
                     if gw.capabilities(job).ends_attempts is not None:
                         changes.ending(gw.ending_run(job))

@@ -16,7 +16,7 @@ from gateway.model.cluster import ClusterState
 from gateway.model.job import Job
 from gateway.scheduler.snapshot import DepTarget, NodeFree, Snapshot
 
-__all__ = ["build_snapshot", "free_resources"]
+__all__ = ["build_snapshot", "dep_target", "free_resources"]
 
 
 def free_resources(
@@ -62,22 +62,7 @@ def _dep_targets(
     out: dict[int, tuple[DepTarget, ...]] = {}
     for target_id in wanted:
         members = jobs.job_or_array(target_id) or lookup(target_id)
-        out[target_id] = tuple(
-            DepTarget(
-                job_id=j.job_id,
-                state=j.state,
-                exit_code=j.exit_code,
-                start_time=j.start_time,
-                user=j.uid,
-                name=j.spec.name,
-                array_job_id=j.array_job_id,
-                array_task_id=j.array_task_id,
-                pending_tasks=(
-                    j.array_pending.count if j.array_pending and not j.state.is_finished else 0
-                ),
-            )
-            for j in members
-        )
+        out[target_id] = tuple(dep_target(j) for j in members)
     return out
 
 
@@ -149,4 +134,19 @@ def build_snapshot(
         running_tasks=running_tasks,
         def_mem_per_cpu_mb=def_mem_per_cpu_mb,
         native_deps=_native_deps(jobs, pending, clusters, caps),
+    )
+
+
+def dep_target(j: Job) -> DepTarget:
+    """What a dependency on `j` needs to know of it (a finished array holds no tasks)."""
+    return DepTarget(
+        job_id=j.job_id,
+        state=j.state,
+        exit_code=j.exit_code,
+        start_time=j.start_time,
+        user=j.uid,
+        name=j.spec.name,
+        array_job_id=j.array_job_id,
+        array_task_id=j.array_task_id,
+        pending_tasks=j.array_pending.count if j.array_pending and not j.state.is_finished else 0,
     )

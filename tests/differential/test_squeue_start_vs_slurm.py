@@ -11,17 +11,14 @@ Times are not compared to the second: Slurm plans in its backfill pass on its ow
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, running_gateway
 from tests.support.slurm_stack import SlurmStack, cancel, job_id_from_sbatch, slurm_env
 
 pytestmark = pytest.mark.slurm
@@ -32,13 +29,8 @@ CONFIG = '[[nodes]]\nname = "bfnode"\ncpus = 4\nmemory_mb = 4000\n'
 
 @pytest.fixture
 def one_node() -> Iterator[Gateway]:
-    base = Path(tempfile.mkdtemp(prefix="caldera-diff-bf-", dir="/tmp"))
-    gw = start_gateway(base, CONFIG)
-    try:
+    with running_gateway(CONFIG, "caldera-diff-bf-") as gw:
         yield gw
-    finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _real(argv: list[str]) -> str:

@@ -212,6 +212,13 @@ def test_a_job_script_and_environment_reach_only_its_owner_and_operators(
         f"/v1/accounting?ids={job_id}",
         "/v1/nodes",
         "/v1/ping",
+        f"/v1/jobs/{job_id}/why",
+        "/metrics",
+        "/ui/api/whoami",
+        "/ui/api/queue",
+        f"/ui/api/jobs/{job_id}",
+        "/ui/api/clusters",
+        "/ui/api/history",
     ]
     schema = bounded.api("/openapi.json")
     assert isinstance(schema, dict)
@@ -220,9 +227,16 @@ def test_a_job_script_and_environment_reach_only_its_owner_and_operators(
         "/v1/jobs",
         "/v1/jobs/{job_id}",
         "/v1/jobs/{job_id}/script",
+        "/v1/jobs/{job_id}/why",
         "/v1/accounting",
         "/v1/nodes",
         "/v1/ping",
+        "/metrics",
+        "/ui/api/whoami",
+        "/ui/api/queue",
+        "/ui/api/jobs/{job_id}",
+        "/ui/api/clusters",
+        "/ui/api/history",
     }, "a GET route this test does not check"
     with (
         UserSockets("tester", str(bounded.socket)) as tester,

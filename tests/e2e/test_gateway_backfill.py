@@ -9,15 +9,12 @@ shadow, and a 1-cpu, 10-minute one waits because it would delay the big job.
 from __future__ import annotations
 
 import math
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, running_gateway
 
 CONFIG = '[[nodes]]\nname = "bfnode"\ncpus = 4\nmemory_mb = 4000\n'
 HEADER = (
@@ -28,13 +25,8 @@ HEADER = (
 
 @pytest.fixture
 def one_node() -> Iterator[Gateway]:
-    base = Path(tempfile.mkdtemp(prefix="caldera-e2e-bf-", dir="/tmp"))
-    gw = start_gateway(base, CONFIG)
-    try:
+    with running_gateway(CONFIG, "caldera-e2e-bf-") as gw:
         yield gw
-    finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _until(gw: Gateway, job_id: int, key: str, want: object, timeout: float = 30) -> None:

@@ -6,16 +6,13 @@ show why."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.support.gateway_env import CALDERA, Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import CALDERA, Gateway, running_gateway, stop_gateway
 
 MULTIFACTOR = """time_scale = 0.016666
 kill_wait_s = 2
@@ -30,13 +27,8 @@ PriorityWeightAge = 10
 @pytest.fixture
 def mf_gateway() -> Iterator[Gateway]:
     """A gateway with priority/multifactor."""
-    base = Path(tempfile.mkdtemp(prefix="caldera-e2e-", dir="/tmp"))
-    gw = start_gateway(base, MULTIFACTOR)
-    try:
+    with running_gateway(MULTIFACTOR, "caldera-e2e-") as gw:
         yield gw
-    finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _restart(gw: Gateway) -> None:

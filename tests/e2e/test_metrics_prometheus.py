@@ -8,7 +8,6 @@ import json
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, running_gateway
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 CONFIG = 'time_scale = 0.016666\nkill_wait_s = 2\n[metrics]\nlisten = "127.0.0.1:0"\n'
@@ -32,13 +31,8 @@ def _free_port() -> int:
 
 @pytest.fixture
 def metrics_gateway() -> Iterator[Gateway]:
-    base = Path(tempfile.mkdtemp(prefix="caldera-metrics-", dir="/tmp"))
-    gw = start_gateway(base, CONFIG)
-    try:
+    with running_gateway(CONFIG, "caldera-metrics-") as gw:
         yield gw
-    finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 class Prometheus:

@@ -33,6 +33,9 @@ from tests.support.slurm_jobs import EventLog
 _IDS = itertools.count(7100)
 LONG = "trap 'echo got USR1 >> {sig}' USR1; echo started; for i in $(seq 600); do sleep 0.1; done"
 EXITS_3 = "echo started; exit 3"
+# runs far past its one-minute limit: LONG itself ends after about 60 s, which raced
+# slurmctld's time-limit check (it runs every 30 s) and ended COMPLETED once in CI
+OUTLIVES_ITS_LIMIT = LONG.replace("seq 600", "seq 6000")
 
 
 @dataclass
@@ -281,7 +284,7 @@ def systems(request: pytest.FixtureRequest) -> Iterator[dict[str, Harness | str]
                 continue
             running.append(harnesses)
             harness.log = EventLog(harness.backend)
-            harness.time_limited = harness.launch(time_limit=1)
+            harness.time_limited = harness.launch(OUTLIVES_ITS_LIMIT, time_limit=1)
             harness.backend.submit(harness.time_limited)
             built[name] = harness
         yield built

@@ -35,7 +35,7 @@ def local_env() -> Iterator[Env]:
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = (
     "#!/bin/bash\necho started\nwhile [ ! -e release ]; do sleep 0.05; done\n"
-    "srun -n2 true\necho done\nexit 5\n"
+    "srun -n1 true\necho done\nexit 5\n"
 )
 
 

@@ -32,7 +32,7 @@ def test_srun_tasks_get_ranks_and_the_step_layout(local_env: Env) -> None:
         "$SLURM_STEP_NODELIST $SLURM_JOB_ID' | sort\n"
         "srun -n1 -c2 bash -c 'echo second $SLURM_STEP_ID $SLURM_CPUS_PER_TASK'\n"
     )
-    launch = make_launch(local_env, script, ["-n3"], user="tester", tasks=3, cpus=2)
+    launch = make_launch(local_env, script, ["-n3"], user="tester", tasks=3, cpus=3)
     event = finish(backend, launch)
     assert event.state is JobState.COMPLETED
     jid = launch.job.job_id
@@ -90,13 +90,18 @@ def test_srun_label_prefixes_each_line_with_the_rank(local_env: Env) -> None:
     assert out == "0: hi\n1: hi\n"
 
 
-def test_srun_refuses_multi_node_steps(local_env: Env) -> None:
+def test_srun_refuses_steps_beyond_the_allocation_as_slurm(local_env: Env) -> None:
+    """Real Slurm 22.05, in a job of one node and one CPU: the same two lines."""
     backend = local_env.backend()
-    launch = make_launch(local_env, "#!/bin/bash\nsrun -N2 true\necho rc=$?\n")
+    script = "#!/bin/bash\nsrun -N2 true\necho rc=$?\nsrun -n2 true\necho rc=$?\n"
+    launch = make_launch(local_env, script)
     finish(backend, launch)
     out = (local_env.work / f"slurm-{launch.job.job_id}.out").read_text()
-    assert "srun: error: the local backend runs every step on one node" in out
-    assert out.endswith("rc=1\n")
+    assert out == (
+        "srun: error: Only allocated 1 nodes asked for 2\nrc=1\n"
+        f"srun: error: Unable to create step for job {launch.job.job_id}: More processors "
+        "requested than permitted\nrc=1\n"
+    )
 
 
 def test_srun_steps_still_running_when_the_job_is_cancelled_are_cancelled(

@@ -13,12 +13,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-__all__ = ["Gateway", "gateway", "start_gateway"]
+__all__ = ["Gateway", "gateway", "running_gateway", "start_gateway"]
 
 CALDERA = [sys.executable, "-m", "gateway.cli.main"]
 
@@ -164,14 +165,21 @@ def stop_gateway(gw: Gateway) -> None:
     subprocess.run([*CALDERA, "down"], env=env, capture_output=True, timeout=60, check=False)
 
 
-@pytest.fixture
-def gateway() -> Iterator[Gateway]:
-    """A fresh gateway (time limits run 60x faster: `-t 1` is one second). Its directory is
+@contextmanager
+def running_gateway(config: str = "", prefix: str = "caldera-e2e-") -> Iterator[Gateway]:
+    """A gateway with this caldera.toml, stopped and removed afterwards. Its directory is
     outside pytest's private temporary tree so that other test users can reach it."""
-    base = Path(tempfile.mkdtemp(prefix="caldera-e2e-", dir="/tmp"))
-    gw = start_gateway(base, "time_scale = 0.016666\nkill_wait_s = 2\n")
+    base = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    gw = start_gateway(base, config)
     try:
         yield gw
     finally:
         stop_gateway(gw)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def gateway() -> Iterator[Gateway]:
+    """A fresh gateway (time limits run 60x faster: `-t 1` is one second)."""
+    with running_gateway("time_scale = 0.016666\nkill_wait_s = 2\n") as gw:
+        yield gw

@@ -9,6 +9,8 @@ older copy of the running job over it. Here the backend applies its event from i
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -19,7 +21,7 @@ from gateway.control.config import GatewayConfig
 from gateway.control.gateway import Gateway
 from gateway.control.submit import Caller
 from gateway.model.backend import BackendError, BackendEvent, EventKind, Launch
-from gateway.model.cluster import ClusterState
+from gateway.model.cluster import ClusterState, Node, Partition
 from gateway.model.job import Job
 from gateway.model.state import JobState
 from gateway.store.sqlite import SqliteStore
@@ -100,3 +102,62 @@ def test_a_refused_cancel_records_no_canceller(tmp_path: Path) -> None:
     assert stored is not None
     assert stored.cancelled_by is None
     assert memory.cancelled_by is None
+
+
+class SlowToStart(ReportsDuringCancel):
+    """A backend that takes a while to start a job, and knows nothing of it until then
+    (as the local runner: no supervisor yet, "job N is not known")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = threading.Event()
+        self.cancelled: list[int] = []
+
+    def describe(self) -> ClusterState:
+        node = Node(name="n1", cpus=4, memory_mb=4000, partitions=("debug",))
+        return ClusterState(
+            name=self.name,
+            nodes=(node,),
+            partitions=(Partition(name="debug", nodes=("n1",), default=True),),
+        )
+
+    def submit(self, launch: Launch) -> str:
+        time.sleep(0.5)
+        self.started.set()
+        return f"slow-{launch.job.job_id}"
+
+    def cancel(self, job: Job, signal: int | None = None, batch_only: bool = False) -> None:
+        if not self.started.is_set():
+            raise BackendError(f"job {job.job_id} is not known to the backend")
+        self.cancelled.append(job.job_id)
+
+
+def test_scancel_while_the_launch_is_in_flight_reaches_the_started_job(tmp_path: Path) -> None:
+    """A backfill e2e test saw "Requested operation not supported": the job was RUNNING in
+    memory while its backend had not started it yet. scancel now waits for the launch."""
+
+    async def main() -> tuple[list[str], list[int]]:
+        backend = SlowToStart()
+        config = GatewayConfig(
+            home=tmp_path,
+            socket_path=tmp_path / "sock",
+            db_path=tmp_path / "jobs.db",
+            spool_dir=tmp_path / "spool",
+            agents=False,
+        )
+        gw = Gateway(config, SqliteStore(config.db_path), backends={"remote": backend})
+        await gw.commit([replace(make_job(3).build(), cluster="remote")], "submit")
+        cycle = asyncio.create_task(gw.cycle_once())
+        while gw.jobs[3].state is not JobState.RUNNING:
+            await asyncio.sleep(0.01)
+        assert not backend.started.is_set()  # the window this test is about
+        targets = parse_targets("3")
+        assert targets is not None
+        results = await ops.cancel(gw, targets, OWNER)
+        await cycle
+        gw.committer.close()
+        return [str(r.error) for r in results], backend.cancelled
+
+    errors, cancelled = asyncio.run(main())
+    assert errors == ["None"]
+    assert cancelled == [3]

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from containers.srun_layout import SrunExit, parse
 
-__all__ = ["main", "run_allocation", "srun_outside_a_job"]
+__all__ = ["main", "run_allocation", "split_command", "srun_outside_a_job"]
 
 # the variables salloc 22.05 gives its command (seen on the test cluster), plus the
 # option-derived ones sbatch also exports
@@ -194,24 +194,36 @@ _SRUN_STEP = (
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `salloc` command: `salloc [options] [command [args]]`."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    split = next((i for i, a in enumerate(args) if not a.startswith("-")), len(args))
-    # an option's separate value is not the command: let sbatch's reader say what it is
-    while split < len(args) and split > 0 and _takes_value(args[split - 1]):
-        split = next(
-            (i for i in range(split + 1, len(args)) if not args[i].startswith("-")), len(args)
-        )
-    options, command = args[:split], args[split:]
+    options, command = split_command(list(sys.argv[1:] if argv is None else argv))
     if not command:
         command = [os.environ.get("SHELL") or "/bin/sh"]
     return run_allocation(options, command, "salloc", "interactive")
 
 
-_VALUED_SHORT = set("ANnpcJtwxqDCdGmoei")
+def split_command(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """salloc's options and its command: the first word that is neither an option nor an
+    option's separate value (`salloc -N 2 -p real hostname`), as salloc's getopt stops."""
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "-":
+        if args[i] == "--":
+            return list(args[:i]), list(args[i + 1 :])
+        i += 2 if _takes_value(args[i]) else 1
+    return list(args[:i]), list(args[i:])
 
 
 def _takes_value(word: str) -> bool:
-    """Whether an option word takes the next word as its value (`-N 2`, `--nodes 2`)."""
+    """Whether an option word takes the next word as its value (`-N 2`, `--nodes 2`), by
+    sbatch's option table (salloc's options are sbatch's)."""
+    from gateway.compat.options import BY_LONG, BY_SHORT
+    from gateway.compat.optypes import Arg
+
     if word.startswith("--"):
-        return "=" not in word and word[2:] in _ALLOCATION_OPTIONS | {"constraint", "dependency"}
-    return len(word) == 2 and word[1] in _VALUED_SHORT
+        name = word[2:]
+        if "=" in name:
+            return False
+        found = BY_LONG.get(name) or next(
+            (o for long, o in BY_LONG.items() if long.startswith(name)), None
+        )
+        return found is not None and found.arg is Arg.REQUIRED
+    found = BY_SHORT.get(word[-1:]) if len(word) == 2 else None
+    return found is not None and found.arg is Arg.REQUIRED

@@ -10,6 +10,7 @@ import pytest
 
 from containers.srun_io import multi_prog, task_file
 from containers.srun_layout import SrunExit, plan_step
+from gateway.cli.salloc_cmd import split_command
 
 JOB = {
     "SLURM_JOB_ID": "14909",
@@ -126,3 +127,23 @@ def test_per_task_file_names_and_multi_prog(tmp_path: Path) -> None:
         ["echo", "rest", "0"],
         ["echo", "rest", "1"],
     ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "options", "command"),
+    [
+        (
+            ["-N", "2", "-p", "real", "hostname", "-s"],
+            ["-N", "2", "-p", "real"],
+            ["hostname", "-s"],
+        ),
+        (["--exclusive", "bash", "-c", "x"], ["--exclusive"], ["bash", "-c", "x"]),
+        (["-N2", "--partition=real"], ["-N2", "--partition=real"], []),
+        (["--nodes", "2", "--", "-weird"], ["--nodes", "2"], ["-weird"]),
+        ([], [], []),
+    ],
+)
+def test_salloc_finds_its_command_after_the_options(
+    argv: list[str], options: list[str], command: list[str]
+) -> None:
+    assert split_command(argv) == (options, command)

@@ -363,9 +363,16 @@ def test_a_job_the_backend_never_had_is_reported_lost(adapter: Harness) -> None:
     assert mine[0].run == launch.job.restart_count
 
 
+# not for the local runner: it starts every job it is given, so none waits in it
+@pytest.mark.parametrize(
+    "adapter",
+    [
+        pytest.param("slurm", marks=pytest.mark.slurm),
+        pytest.param("kubernetes", marks=pytest.mark.k8s),
+    ],
+    indirect=True,
+)
 def test_cancel_of_a_pending_job(adapter: Harness) -> None:
-    if adapter.name == "local":
-        pytest.skip("the local runner starts every job it is given: none waits in it")
     launch = adapter.launch(held=True)
     backend_id = adapter.backend.submit(launch)
     if adapter.name == "slurm":  # Slurm queues it and says why (maybe after a first poll)
@@ -448,9 +455,12 @@ def test_requeue_ends_the_old_run_before_the_next_starts(adapter: Harness) -> No
     assert adapter.finished(second, 60).state is JobState.CANCELLED
 
 
+# only Kubernetes hands back a job it never started; the others place (or start) every job
+@pytest.mark.parametrize(
+    "adapter", [pytest.param("kubernetes", marks=pytest.mark.k8s)], indirect=True
+)
 def test_withdraw_of_a_job_that_never_started(adapter: Harness) -> None:
-    if adapter.withdrawable is None:
-        pytest.skip(f"the {adapter.name} backend places (or starts) every job it takes")
+    assert adapter.withdrawable is not None
     launch = adapter.withdrawable(next(_IDS))
     adapter.backend.submit(launch)
     withdrawn = adapter.events.wait(

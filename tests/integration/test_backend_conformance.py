@@ -363,15 +363,13 @@ def test_a_job_the_backend_never_had_is_reported_lost(adapter: Harness) -> None:
     assert mine[0].run == launch.job.restart_count
 
 
-# not for the local runner: it starts every job it is given, so none waits in it
-@pytest.mark.parametrize(
-    "adapter",
-    [
-        pytest.param("slurm", marks=pytest.mark.slurm),
-        pytest.param("kubernetes", marks=pytest.mark.k8s),
-    ],
-    indirect=True,
-)
+_QUEUEING = [  # not the local runner: it starts every job it is given, so none waits there
+    pytest.param("slurm", marks=pytest.mark.slurm),
+    pytest.param("kubernetes", marks=pytest.mark.k8s),
+]
+
+
+@pytest.mark.parametrize("adapter", _QUEUEING, indirect=True)
 def test_cancel_of_a_pending_job(adapter: Harness) -> None:
     launch = adapter.launch(held=True)
     backend_id = adapter.backend.submit(launch)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gateway.api.tcp_listen import parse_listen
 from gateway.dashboard.auth import KEY_NAME, MAX_LIFESPAN_S
 
 __all__ = ["DashboardSettings", "dashboard_settings"]
@@ -32,15 +33,10 @@ class DashboardSettings:
 def _listen(where: str, value: object) -> tuple[str, int]:
     if not isinstance(value, str) or ":" not in value:
         raise ValueError(f'{where}: listen must be "HOST:PORT", e.g. "127.0.0.1:6821"')
-    host, _, port_text = value.rpartition(":")
-    host = host.strip("[]")
     try:
-        port = int(port_text)
-    except ValueError:
-        raise ValueError(f"{where}: listen {value!r}: the port is not a number") from None
-    if not host or not 0 <= port <= 65535:
-        raise ValueError(f"{where}: listen {value!r}: needs a host and a port 0-65535")
-    return host, port
+        return parse_listen(value)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def dashboard_settings(home: Path, table: Mapping[str, Any] | None) -> DashboardSettings:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 
 import uvicorn
 from fastapi import FastAPI
 
 from gateway.api.limits import ConnectionLimits
 from gateway.api.peercred import bounded_protocol
+from gateway.api.tcp_listen import bind_listen
 from gateway.control.gateway import Gateway
 from gateway.dashboard.routes import dashboard_router, dashboard_state
 
@@ -39,20 +39,6 @@ class DashboardListener:
         self.server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
-
-
-def _bound(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-        sock.set_inheritable(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 def dashboard_app(gw: Gateway) -> FastAPI:
@@ -82,7 +68,7 @@ async def start_dashboard_tcp(gw: Gateway) -> DashboardListener | None:
         log_level="warning",
         access_log=False,
     )
-    sock = _bound(host, port)  # bound here: an error is an OSError, not uvicorn's exit
+    sock = bind_listen(host, port)  # bound here: an error is an OSError, not uvicorn's exit
     server = uvicorn.Server(config)
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     task = asyncio.create_task(server.serve(sockets=[sock]), name="caldera-dashboard")

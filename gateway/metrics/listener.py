@@ -23,6 +23,7 @@ from typing import Any
 import uvicorn
 from starlette.types import Receive, Scope, Send
 
+from gateway.api.tcp_listen import bind_listen, parse_listen
 from gateway.control.config import ConfigError, GatewayConfig
 from gateway.control.gateway import Gateway
 from gateway.metrics.expo import CONTENT_TYPE
@@ -40,22 +41,6 @@ class MetricsSettings:
     """The `[metrics]` table: where /metrics is served on TCP (None: nowhere)."""
 
     listen: tuple[str, int] | None = None
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """`host:port` or `[v6]:port` -> (host, port); ValueError says what is wrong."""
-    host, sep, port_text = text.rpartition(":")
-    if not sep or not host:
-        raise ValueError(f"listen must be host:port, not {text!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ValueError(f"listen: bad port {port_text!r}") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"listen: port {port} out of range")
-    return host, port
 
 
 def settings_from(config: GatewayConfig) -> MetricsSettings:
@@ -78,23 +63,6 @@ def settings_from(config: GatewayConfig) -> MetricsSettings:
         return MetricsSettings(parse_listen(listen))
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    try:
-        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
-    except ValueError:  # a host name: what it resolves to first
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 class MetricsListener:
@@ -164,7 +132,7 @@ async def start_listener(config: GatewayConfig, gw: Gateway) -> MetricsListener 
         return None
     host, port = settings.listen
     try:
-        sock = _bind(host, port)
+        sock = bind_listen(host, port)
     except OSError as exc:
         raise ConfigError(f"[metrics] listen = {host}:{port}: {exc.strerror or exc}") from exc
     listener = MetricsListener(gw, sock)

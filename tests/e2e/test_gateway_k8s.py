@@ -8,10 +8,7 @@ integration tests do; what the pods would run is not executed.
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,7 +20,7 @@ from tests.integration.test_k8s_bridge_helpers import (
     new_namespace,
     wait_until,
 )
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, running_gateway
 from tests.support.k8s_env import K8sEnv
 
 pytestmark = pytest.mark.k8s
@@ -37,7 +34,6 @@ def ns(k8s_env: K8sEnv) -> Iterator[str]:
 
 @pytest.fixture
 def k8s_gateway(k8s_env: K8sEnv, ns: str) -> Iterator[Gateway]:
-    base = Path(tempfile.mkdtemp(prefix="caldera-e2e-k8s-", dir="/tmp"))
     config = (
         "agents = false\n"
         "[kubernetes]\n"
@@ -48,12 +44,8 @@ def k8s_gateway(k8s_env: K8sEnv, ns: str) -> Iterator[Gateway]:
         f'namespace = "{ns}"\n'
         "max_pending_pods = 64\n"
     )
-    gw = start_gateway(base, config)
-    try:
+    with running_gateway(config, "caldera-e2e-k8s-") as gw:
         yield gw
-    finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _pods(kube: KubeClient, ns: str, job_id: int, phase: str = "Running") -> list[str]:

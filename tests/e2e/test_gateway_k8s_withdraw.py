@@ -6,11 +6,8 @@ on the node that is there (real gateway, real API server, KWOK nodes).
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,7 +20,7 @@ from tests.integration.test_k8s_bridge_helpers import (
     wait_until,
 )
 from tests.integration.test_k8s_withdraw import delete_node, make_node, occupy
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, running_gateway
 from tests.support.k8s_env import K8sEnv
 
 pytestmark = pytest.mark.k8s
@@ -37,7 +34,6 @@ def ns(k8s_env: K8sEnv) -> Iterator[str]:
 
 @pytest.fixture
 def k8s_gateway(k8s_env: K8sEnv, ns: str) -> Iterator[Gateway]:
-    base = Path(tempfile.mkdtemp(prefix="caldera-e2e-k8s-wd-", dir="/tmp"))
     config = (
         "agents = false\n"
         "[kubernetes]\n"
@@ -48,12 +44,8 @@ def k8s_gateway(k8s_env: K8sEnv, ns: str) -> Iterator[Gateway]:
         f'namespace = "{ns}"\n'
         "withdraw_after_s = 300\n"  # only the deletion can hand the gang back in this test
     )
-    gw = start_gateway(base, config)
-    try:
+    with running_gateway(config, "caldera-e2e-k8s-wd-") as gw:
         yield gw
-    finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _pod(kube: KubeClient, ns: str, name: str) -> tuple[str, str] | None:

@@ -15,11 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateway.api.tcp_listen import parse_listen
 from gateway.control.config import ConfigError, load_config
 from gateway.control.jobtable import JobTable
 from gateway.metrics.collect import count_jobs, count_keys
 from gateway.metrics.expo import Page, label_value
-from gateway.metrics.listener import parse_listen, settings_from
+from gateway.metrics.listener import settings_from
 from gateway.metrics.observe import GatewayMetrics, Histogram, route_templates
 from gateway.metrics.render import MetricsInput, render
 from gateway.model.job import Hold, Job, RankPlacement

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import stat
 import time
 from typing import Any
 
@@ -22,6 +20,7 @@ from gateway.api.why_route import why_input
 from gateway.compat.filename import NO_TASK, PatternContext, default_output, expand_for_open
 from gateway.control.gateway import Gateway
 from gateway.control.submit import Caller
+from gateway.dashboard.tail import TAIL_BYTES, read_tail, tail_as_owner
 from gateway.dashboard.views import job_row, step_row
 from gateway.model.job import Job
 from gateway.model.state import JobState
@@ -31,7 +30,6 @@ __all__ = ["TAIL_BYTES", "job_detail", "output_path", "read_tail"]
 
 log = logging.getLogger("caldera.dashboard")
 
-TAIL_BYTES = 64 * 1024
 _MAX_EVENTS = 1000
 _MAX_ENV = 64 * 1024
 
@@ -51,27 +49,6 @@ def output_path(job: Job) -> str:
     return expand_for_open(spec.stdout or default_output(job.array_task_id is not None), ctx)
 
 
-def read_tail(path: str, owner_uid: int, limit: int = TAIL_BYTES) -> str | None:
-    """The last `limit` bytes of `path` as text, or None when it is missing, is not a
-    regular file, or does not belong to `owner_uid`."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != owner_uid:
-            return None
-        start = max(0, info.st_size - limit)
-        data = os.pread(fd, limit, start)
-    finally:
-        os.close(fd)
-    text = data.decode("utf-8", "replace")
-    if start > 0:  # drop the partial first line
-        text = text.partition("\n")[2]
-    return text
-
-
 def _private(job: Job, found: tuple[str, dict[str, str]] | None, local: bool) -> dict[str, Any]:
     script, env = found if found is not None else ("", {})
     environment: dict[str, str] = {}
@@ -82,7 +59,7 @@ def _private(job: Job, found: tuple[str, dict[str, str]] | None, local: bool) ->
             break
         environment[name] = env[name]
     path = output_path(job) if local else None  # other clusters write on their own nodes
-    tail = read_tail(path, job.uid) if path and job.start_time is not None else None
+    tail = tail_as_owner(path, job) if path and job.start_time is not None else None
     return {
         "script": script if found is not None else None,
         "environment": environment,

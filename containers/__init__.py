@@ -2,8 +2,11 @@
 
 - `LocalBackend` (containers.backend): the Backend protocol on one machine; it plans a run
   (containers.planning), launches it (containers.launching), reports it from the spool
-  (containers.events) and ends it for good (containers.attempts, containers.proctrack).
-- `containers.supervisor`: the detached per-job supervisor (Caldera's slurmstepd).
+  (containers.events: the one table from spool records to the gateway's events) and ends
+  it for good (containers.attempts, containers.proctrack).
+- `containers.supervisor`: the detached per-job supervisor (Caldera's slurmstepd), forked
+  by `containers.forkserver` (one pre-imported process per spool: no interpreter start per
+  job).
 - `containers.srun`: `srun` inside local jobs (`python -m containers.srun`, or `srun` in the
   job's PATH, a shim written by the backend into `<spool>/bin`). It needs only the standard
   library, so any Python 3.11 on the node runs it.

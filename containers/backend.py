@@ -1,10 +1,12 @@
 """LocalBackend: Slurm's batch jobs on this one machine (the embedded default backend).
 
-Each job gets a detached supervisor (containers.supervisor) and a spool directory
-(containers.spool). The backend itself keeps no state that matters: everything it reports is
-read from the spool (containers.events), so a new LocalBackend over the same spool (after the
-gateway was killed) re-attaches to running supervisors through `reconcile`. Planning a run is
-containers.planning, starting it containers.launching, ending it for good containers.attempts.
+Each job gets a detached supervisor (containers.supervisor), forked by the spool's fork
+server (containers.forkserver), and a spool directory (containers.spool). The backend
+itself keeps no state that matters: everything it reports is read from the spool
+(containers.events), so a new LocalBackend over the same spool (after the gateway was
+killed) re-attaches to running supervisors through `reconcile`. Planning a run is
+containers.planning, starting it containers.launching, ending it for good
+containers.attempts.
 """
 
 from __future__ import annotations
@@ -23,16 +25,17 @@ from pathlib import Path
 import psutil
 
 from containers.attempts import END_WAIT_S, SPAWN_GRACE_S, alive, end_run, job_lock
-from containers.events import RunEvents, Tracked
+from containers.events import RunEvents, Tracked, unknown_run_event
+from containers.forkserver import ForkServerClient
 from containers.interpreter import shared_python
 from containers.launching import prepare, spawn, write_srun_shim
 from containers.planning import STEP_DIR_VAR, NodeSettings, plan_job
 from containers.proctrack import RECORD_FILE, attempt_name, namespace_for, select_tracker
 from containers.spool import JobResult, read_json, write_json
-from gateway.model.backend import BackendError, BackendEvent, EventKind, Launch
+from gateway.model.backend import BackendError, BackendEvent, Launch
 from gateway.model.cluster import ClusterState, Gpu, Node, NodeState, Partition
 from gateway.model.job import Job, Step
-from gateway.model.state import JobState, Reason
+from gateway.model.state import Reason
 from gateway.model.values import INFINITE
 
 __all__ = ["STEP_DIR_VAR", "LocalBackend", "user_and_group"]
@@ -130,6 +133,7 @@ class LocalBackend:
             if os.geteuid() == 0:
                 path.chmod(0o711)
         write_srun_shim(self.spool / "bin", self.srun_python)
+        self._forks = ForkServerClient(self.spool, python)
 
     # --- Backend protocol ---------------------------------------------------------------------
 
@@ -181,9 +185,11 @@ class LocalBackend:
                     raise BackendError(
                         f"job {job.job_id}: cannot make its process group: {exc}", retryable=True
                     ) from exc
-                write_json(jobdir / RECORD_FILE, self.tracker.record(attempt), mode=0o600)
+                # no fsync: after a machine crash no process of the run is left to find
+                record = self.tracker.record(attempt)
+                write_json(jobdir / RECORD_FILE, record, mode=0o600, durable=False)
             (jobdir / "spawned").write_text(f"{time.time()}\n")
-            spawn(self.python, jobdir)
+            spawn(self._forks, jobdir)
         self._tracked[(job.job_id, run)] = Tracked(cpus=_cpus(launch))
         return backend_id
 
@@ -270,7 +276,9 @@ class LocalBackend:
         events: list[BackendEvent] = []
         for (job_id, run), tracked in list(self._tracked.items()):
             if tracked.finished:
-                self._purge(job_id, run)
+                ended = tracked.end_time
+                if ended is None or time.time() - ended >= self.min_job_age:
+                    self._purge(job_id, run)  # read from disk only once it may be due
                 continue
             events.extend(self._runs.events(job_id, tracked, run))
         if not self._swept:
@@ -300,17 +308,7 @@ class LocalBackend:
             run = job.restart_count
             jobdir = self.job_dir(job.job_id, run)
             if not (jobdir / "spawned").exists():
-                events.append(
-                    BackendEvent(
-                        job_id=job.job_id,
-                        kind=EventKind.LOST,
-                        time=time.time(),
-                        state=JobState.NODE_FAIL,
-                        reason=Reason.NONE,
-                        run=run,
-                        message="not known to the local backend",
-                    )
-                )
+                events.append(unknown_run_event(job.job_id, run))
                 continue
             plan = read_json(jobdir / "plan.json")
             cpus = int(plan.get("cpus", 0)) if isinstance(plan, dict) else 0
@@ -342,6 +340,14 @@ class LocalBackend:
             return False
         self._tracked.pop((job_id, run), None)
         return True
+
+    def close(self) -> None:
+        """At shutdown: the fork server exits (the runs it started go on without it)."""
+        self._forks.stop()
+
+    def fork_server_pid(self) -> int | None:
+        """The pid the spool's fork server recorded (None: none started yet)."""
+        return self._forks.server_pid()
 
     def supervisor_pid(self, job_id: int, run: int = 0) -> int | None:
         info = self._runs.supervisor(self.job_dir(job_id, run))

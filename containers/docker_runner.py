@@ -216,6 +216,9 @@ class ContainerRunner:
             self._status = wait_status(exit_code=raw)
         return self._status
 
+    def wait(self, timeout: float) -> None:
+        self._done.wait(timeout)
+
     def signal_batch(self, sig: int) -> None:
         self.signal_all(sig)
 

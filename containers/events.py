@@ -28,7 +28,7 @@ from gateway.model.backend import BackendEvent, EventKind
 from gateway.model.job import Step
 from gateway.model.state import JobState, Reason
 
-__all__ = ["RunEvents", "Tracked"]
+__all__ = ["RunEvents", "Tracked", "end_event", "unknown_run_event"]
 
 
 @dataclass
@@ -39,6 +39,7 @@ class Tracked:
     finished: bool = False  # its end was reported by poll/reconcile
     steps: dict[str, tuple[str, float | None]] = field(default_factory=dict)
     cpus: int = 0
+    end_time: float | None = None  # of a finished run: when MinJobAge starts counting
 
 
 class RunEvents:
@@ -72,7 +73,6 @@ class RunEvents:
         jobdir = self.job_dir(job_id, run)
         events: list[BackendEvent] = []
         info = self.supervisor(jobdir)
-        nodes: tuple[str, ...] = ()  # the gateway placed the run: its placement names them
         bid = self.backend_id(job_id)
         if info is not None and not tracked.started:
             tracked.started = True
@@ -82,7 +82,6 @@ class RunEvents:
                     kind=EventKind.STARTED,
                     time=info.start_time,
                     state=JobState.RUNNING,
-                    nodes=nodes,
                     backend_id=bid,
                     run=run,
                 )
@@ -98,40 +97,12 @@ class RunEvents:
                     result = record_loss(jobdir, job_id, run, info, END_WAIT_S)
         if result is None:
             return events
-        if result.state is JobState.NODE_FAIL:  # a recorded loss
-            tracked.finished = True
-            events.append(
-                BackendEvent(
-                    job_id=job_id,
-                    kind=EventKind.LOST,
-                    time=result.end_time,
-                    state=JobState.NODE_FAIL,
-                    reason=Reason.NONE,
-                    nodes=nodes,
-                    backend_id=bid,
-                    run=run,
-                    message=result.message,
-                )
-            )
-            return events
-        events.extend(self.step_events(job_id, tracked, run))
+        tracked.end_time = result.end_time
         tracked.finished = True
-        release(jobdir)
-        events.append(
-            BackendEvent(
-                job_id=job_id,
-                kind=EventKind.FINISHED,
-                time=result.end_time,
-                state=result.state,
-                reason=result.reason,
-                exit_code=result.exit_code,
-                derived_exit_code=result.derived_exit_code,
-                nodes=nodes,
-                backend_id=bid,
-                message=result.message,
-                run=run,
-            )
-        )
+        if result.state is not JobState.NODE_FAIL:  # a recorded loss has no final steps
+            events.extend(self.step_events(job_id, tracked, run))
+            release(jobdir)
+        events.append(end_event(job_id, run, result, bid))
         return events
 
     def step_events(self, job_id: int, tracked: Tracked, run: int = 0) -> list[BackendEvent]:
@@ -201,3 +172,55 @@ class RunEvents:
             if job.isdigit() and (run == "" or run.isdigit()):
                 found.append((int(job), int(run or 0)))
         return found
+
+
+# --- the table: a run's spool records -> the gateway's event vocabulary ---------------------
+#
+#   supervisor.json appears             -> STARTED (RUNNING, the supervisor's start time)
+#   a step record new or changed        -> STEP (the step, its state and exit code)
+#   result.json, any state but NODE_FAIL -> FINISHED (the result's state, reason, codes)
+#   result.json with NODE_FAIL           -> LOST (a supervisor that died; its loss recorded)
+#   no `spawned` for a run the gateway
+#   thinks is running (reconcile)       -> LOST (NODE_FAIL: "not known to the local backend")
+#
+# The nodes are left empty: the gateway placed the run, its placement names them.
+
+
+def end_event(job_id: int, run: int, result: JobResult, backend_id: str) -> BackendEvent:
+    """How a run ended (result.json) as the gateway's event: LOST for a recorded loss."""
+    if result.state is JobState.NODE_FAIL:
+        return BackendEvent(
+            job_id=job_id,
+            kind=EventKind.LOST,
+            time=result.end_time,
+            state=JobState.NODE_FAIL,
+            reason=Reason.NONE,
+            backend_id=backend_id,
+            run=run,
+            message=result.message,
+        )
+    return BackendEvent(
+        job_id=job_id,
+        kind=EventKind.FINISHED,
+        time=result.end_time,
+        state=result.state,
+        reason=result.reason,
+        exit_code=result.exit_code,
+        derived_exit_code=result.derived_exit_code,
+        backend_id=backend_id,
+        message=result.message,
+        run=run,
+    )
+
+
+def unknown_run_event(job_id: int, run: int) -> BackendEvent:
+    """A run the gateway holds as running that was never spawned here (reconcile)."""
+    return BackendEvent(
+        job_id=job_id,
+        kind=EventKind.LOST,
+        time=time.time(),
+        state=JobState.NODE_FAIL,
+        reason=Reason.NONE,
+        run=run,
+        message="not known to the local backend",
+    )

@@ -8,15 +8,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import subprocess
 from pathlib import Path
 
+from containers.forkserver import ForkServerClient, pythonpath
 from containers.spool import JobPlan, open_dir, write_json
 from gateway.model.backend import BackendError, Launch
 
 __all__ = ["prepare", "spawn", "write_srun_shim"]
 
-_REPO_ROOT = Path(__file__).resolve().parent.parent
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -55,36 +54,18 @@ def prepare(jobdir: Path, launch: Launch, plan: JobPlan) -> None:
                 os.fchown(fd, *owner)
     finally:
         os.close(dir_fd)
-    write_json(jobdir / "plan.json", plan.to_json(), mode=0o600)
+    # no fsync: the plan matters to a supervisor, and none outlives a machine crash
+    write_json(jobdir / "plan.json", plan.to_json(), mode=0o600, durable=False)
 
 
-def spawn(python: str, jobdir: Path) -> None:
-    """Start the run's supervisor detached (it double-forks; this waits for the first fork)."""
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": _pythonpath()}
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    log = os.fdopen(os.open(jobdir / "supervisor.log", flags, 0o600), "ab")
+def spawn(server: ForkServerClient, jobdir: Path) -> None:
+    """Start the run's supervisor detached, forked by the spool's fork server."""
     try:
-        proc = subprocess.Popen(
-            [python, "-m", "containers.supervisor", "--detach", str(jobdir)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            cwd="/",
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-        )
-        code = proc.wait(timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
+        server.spawn(jobdir)
+    except (OSError, ValueError) as exc:
         raise BackendError(
             f"cannot start the supervisor of {jobdir.name}: {exc}", retryable=True
         ) from exc
-    finally:
-        log.close()
-    if code != 0:
-        raise BackendError(
-            f"supervisor of job {jobdir.name} failed to start (exit {code})", retryable=True
-        )
 
 
 def write_srun_shim(bin_dir: Path, srun_python: str) -> None:
@@ -92,7 +73,7 @@ def write_srun_shim(bin_dir: Path, srun_python: str) -> None:
     shim = bin_dir / "srun"
     text = (
         f"#!/bin/sh\n# Caldera's srun for jobs of the local backend\n"
-        f"PYTHONPATH={shlex.quote(_pythonpath())}${{PYTHONPATH:+:$PYTHONPATH}} "
+        f"PYTHONPATH={shlex.quote(pythonpath())}${{PYTHONPATH:+:$PYTHONPATH}} "
         f'exec {shlex.quote(srun_python)} -m containers.srun "$@"\n'
     )
     if not shim.exists() or shim.read_text() != text:
@@ -100,8 +81,3 @@ def write_srun_shim(bin_dir: Path, srun_python: str) -> None:
         tmp.write_text(text)
         tmp.chmod(0o755)
         os.replace(tmp, shim)
-
-
-def _pythonpath() -> str:
-    current = os.environ.get("PYTHONPATH", "")
-    return f"{_REPO_ROOT}:{current}" if current else str(_REPO_ROOT)

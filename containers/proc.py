@@ -19,6 +19,7 @@ __all__ = [
     "descendants",
     "drop_privileges",
     "login_environment",
+    "pids_rss_kb",
     "set_child_subreaper",
     "signal_processes",
     "tree_rss_kb",
@@ -91,8 +92,21 @@ def descendants(pid: int | None = None) -> list[psutil.Process]:
 
 def tree_rss_kb(pid: int | None = None) -> int:
     """Resident memory of the descendants of `pid`, in KiB (as jobacct_gather sums it)."""
+    return _rss_kb(descendants(pid))
+
+
+def pids_rss_kb(pids: Sequence[int]) -> int:
+    """Resident memory of these processes, in KiB (those already gone count nothing)."""
+    procs: list[psutil.Process] = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            procs.append(psutil.Process(pid))
+    return _rss_kb(procs)
+
+
+def _rss_kb(procs: Sequence[psutil.Process]) -> int:
     total = 0
-    for proc in descendants(pid):
+    for proc in procs:
         with contextlib.suppress(psutil.Error):
             total += proc.memory_info().rss
     return total // 1024

@@ -72,6 +72,7 @@ class ProcessTracker(Protocol):
 
     kind: str
     namespace: str
+    lists_cheaply: bool  # pids() reads the group itself, not every process of the machine
 
     def create(self, attempt: str) -> None:
         """Make the attempt's group (idempotent)."""
@@ -119,6 +120,7 @@ class _Cgroup:
     """What both cgroup versions share: a directory per attempt, `cgroup.procs` to join."""
 
     kind = "cgroup"
+    lists_cheaply = True
 
     def __init__(self, mount: Path, namespace: str) -> None:
         self.mount = mount
@@ -244,6 +246,7 @@ class SessionTracker:
     (set by the runner before exec); stopped first, then killed, so forks cannot outrun it."""
 
     kind = "session"
+    lists_cheaply = False
 
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace

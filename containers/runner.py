@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+import psutil
 
 from containers.proc import (
     apply_rlimits,
@@ -16,6 +19,7 @@ from containers.proc import (
     child_reset,
     descendants,
     drop_privileges,
+    pids_rss_kb,
     signal_processes,
     tree_rss_kb,
 )
@@ -87,6 +91,10 @@ class BatchRunner(Protocol):
         """The wait status once the batch script has ended, else None."""
         ...
 
+    def wait(self, timeout: float) -> None:
+        """Return after `timeout` seconds, or as soon as the batch script has ended."""
+        ...
+
     def signal_batch(self, sig: int) -> None: ...
 
     def signal_all(self, sig: int) -> None: ...
@@ -122,6 +130,7 @@ class ProcessRunner:
         self.tracking = tracking
         self.pid = 0
         self._status: int | None = None
+        self._pidfd: int | None = None
 
     def start(self) -> None:
         plan = self.plan
@@ -161,6 +170,15 @@ class ProcessRunner:
                     os.write(2, f"slurmstepd: error: execve(): {plan.script}: {exc}\n".encode())
                 os._exit(127)
         self.pid = pid
+        with contextlib.suppress(OSError):  # Linux 5.3+: readable once the process ended
+            self._pidfd = os.pidfd_open(pid)
+
+    def wait(self, timeout: float) -> None:
+        if self._pidfd is None or self._status is not None:
+            time.sleep(timeout)
+            return
+        with contextlib.suppress(OSError):
+            select.select([self._pidfd], [], [], timeout)
 
     def poll(self) -> int | None:
         # The supervisor is a subreaper: reap orphans too, keep the batch shell's status.
@@ -193,10 +211,25 @@ class ProcessRunner:
         signal_processes(descendants(), sig)
 
     def rss_kb(self) -> int:
-        return tree_rss_kb()
+        tracking = self.tracking
+        if tracking is None or not tracking.tracker.lists_cheaply:
+            return tree_rss_kb()
+        return pids_rss_kb(tracking.tracker.pids(tracking.attempt))
 
     def out_of_memory(self) -> bool:
         return False
+
+    def _left(self) -> list[psutil.Process]:
+        """The job's processes still alive: its group's (read from the cgroup itself, not
+        from every process of the machine) or, without one, the supervisor's descendants."""
+        tracking = self.tracking
+        if tracking is None or not tracking.tracker.lists_cheaply:
+            return descendants()
+        left: list[psutil.Process] = []
+        for pid in tracking.tracker.pids(tracking.attempt):
+            with contextlib.suppress(psutil.Error):
+                left.append(psutil.Process(pid))
+        return left
 
     def cleanup(self) -> None:
         deadline = time.monotonic() + 5.0
@@ -205,7 +238,7 @@ class ProcessRunner:
         while time.monotonic() < deadline:
             if tracking is not None and not gone:
                 _, gone = end_attempt(tracking.tracker, tracking.attempt, 0.0)
-            left = descendants()
+            left = self._left()
             if not left and gone:
                 break
             signal_processes(left, signal.SIGKILL)
@@ -214,6 +247,9 @@ class ProcessRunner:
         self._reap_all()
         if tracking is not None and tracking.tracker.ended(tracking.attempt):
             tracking.tracker.remove(tracking.attempt)
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
         self.io.close()
 
     def _reap_all(self) -> None:

@@ -70,8 +70,11 @@ _DOCUMENT_LIMIT = 64 * 1024 * 1024  # the largest root-owned spool document (pla
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
-def write_json(path: Path, data: Any, mode: int = 0o600) -> None:
+def write_json(path: Path, data: Any, mode: int = 0o600, durable: bool = True) -> None:
     """Write `data` as JSON to `path` atomically (temporary file, fchmod, fsync, rename).
+    `durable=False` skips the fsync, for records that a machine crash makes moot anyway
+    (a running supervisor's pid, a RUNNING step: its processes died with the machine); the
+    rename keeps them atomic for every process that reads them.
 
     Precondition: `path.parent` belongs to this process's effective uid and nobody else may
     write to it (raises PermissionError otherwise). In a directory another user can write,
@@ -94,7 +97,8 @@ def write_json(path: Path, data: Any, mode: int = 0o600) -> None:
                 json.dump(data, fh, sort_keys=True)
                 fh.flush()
                 os.fchmod(fh.fileno(), mode)
-                os.fsync(fh.fileno())
+                if durable:
+                    os.fsync(fh.fileno())
             os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             with contextlib.suppress(OSError):

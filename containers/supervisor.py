@@ -1,7 +1,9 @@
 """The per-job supervisor (Caldera's slurmstepd): runs one batch job and records how it went.
 
-Started detached (`python -m containers.supervisor --detach JOBDIR`: a new session and a
-double fork), so it outlives the gateway, even a SIGKILL of it. It:
+Started detached, forked by the spool's fork server (containers.forkserver, itself
+`python -m containers.supervisor --fork-server SPOOL`), or on its own with
+`python -m containers.supervisor --detach JOBDIR`: a new session and a double fork either
+way, so it outlives the gateway and the fork server, even a SIGKILL of them. It:
 
 - records its pid and start time (`supervisor.json`), becomes a child subreaper so that no
   descendant of the job escapes it, opens the job's files as the user and starts the script
@@ -167,6 +169,7 @@ class Supervisor:
         write_json(
             self.dir / "supervisor.json",
             {"pid": me.pid, "create_time": me.create_time(), "start_time": start},
+            durable=False,
         )
         set_child_subreaper()
         signal.signal(signal.SIGTERM, self._on_sigterm)
@@ -258,7 +261,7 @@ class Supervisor:
             if self.kill_at is not None and now >= self.kill_at:
                 runner.signal_all(signal.SIGKILL)
                 self.kill_at = now + 1.0
-            time.sleep(plan.poll_interval_s)
+            runner.wait(plan.poll_interval_s)
 
     def _conclude(self, status: int, start: float, runner: BatchRunner) -> None:
         end = time.time()
@@ -342,7 +345,7 @@ class Supervisor:
             cpus=plan.cpus,
             max_rss_kb=self.max_rss_kb,
         )
-        write_json(self.dir / BATCH_STEP, step_to_json(step))
+        write_json(self.dir / BATCH_STEP, step_to_json(step), durable=end is not None)
 
     def _finish(self, result: JobResult) -> None:
         data = result.to_json()
@@ -362,10 +365,17 @@ def _detach() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--fork-server"]:  # every supervisor, forked from one pre-imported process
+        from containers.forkserver import main as serve
+
+        return serve(args[1:])
     detach = "--detach" in args
     args = [a for a in args if a != "--detach"]
     if len(args) != 1:
-        sys.stderr.write("usage: python -m containers.supervisor [--detach] JOBDIR\n")
+        sys.stderr.write(
+            "usage: python -m containers.supervisor [--detach] JOBDIR\n"
+            "       python -m containers.supervisor --fork-server SPOOL\n"
+        )
         return 2
     if detach:
         _detach()

@@ -29,7 +29,7 @@ from typing import Any
 
 from kubernetes import client as k8s_client
 
-from gateway.model.backend import BackendError, BackendEvent, EventKind, Launch
+from gateway.model.backend import BackendError, BackendEvent, Launch
 from gateway.model.cluster import ClusterState
 from gateway.model.job import Job
 from gateway.model.state import JobState, Reason
@@ -68,7 +68,8 @@ from k8s_bridge.ratelimit import TokenBucket
 from k8s_bridge.reconcile import adoption_launch, index_pods, index_roots
 from k8s_bridge.render import TranslationError, render_gang, without_podgroup
 from k8s_bridge.request import GangRequest
-from k8s_bridge.withdraw import Withdrawals, resubmitted
+from k8s_bridge.states import LOST, event_kind
+from k8s_bridge.withdraw import Withdrawals, is_withdrawn, resubmitted, withdraw_attempt
 
 __all__ = ["KubernetesBackend"]
 
@@ -115,6 +116,7 @@ class KubernetesBackend(GangController):
             self._mode = GangMode.VOLCANO if volcano else GangMode.CALDERA
         self._podgroups_served: bool | None = None
         self._lock = threading.RLock()
+        self._tick_lock = threading.Lock()
         self._gangs: dict[tuple[int, int], Gang] = {}
         self._events: list[BackendEvent] = []
         self._polls = 0
@@ -273,7 +275,8 @@ class KubernetesBackend(GangController):
                 manifests=manifests,
                 submitted=time.monotonic(),
                 hint=tuple(p.node for p in launch.placement),
-                deadline_s=req.deadline_s,
+                deadline_s=req.deadline_s(self.opts.time_scale),
+                launched_at=self.clock(),
                 next_try=time.monotonic() + 2.0,  # this thread creates it; the controller retries
             )
             self._gangs[gang.key] = gang
@@ -307,13 +310,7 @@ class KubernetesBackend(GangController):
             gangs = [g for g in self._gangs.values() if g.names.job_id == job.job_id]
             for gang in gangs:
                 if gang.verdict is None:
-                    gang.verdict = Verdict(
-                        EventKind.FINISHED,
-                        JobState.CANCELLED,
-                        message="cancelled",
-                        end_time=now,
-                        exit_code=0,
-                    )
+                    gang.verdict = Verdict(JobState.CANCELLED, message="cancelled", end_time=now)
                     self._events.append(gang.event(gang.verdict, now))
                 gang.cancelled = True
         if not gangs:
@@ -326,6 +323,48 @@ class KubernetesBackend(GangController):
             except KubeError as exc:
                 gang.last_error = str(exc)  # the controller retries
         self._wake.set()
+
+    @property
+    def places_itself(self) -> bool:
+        """Volcano (or kube-scheduler) places the pods, not the gateway; STARTED reports
+        their nodes. False while the mode is unknown (API server not answering)."""
+        try:
+            return self.mode() is not GangMode.CALDERA
+        except KubeError as exc:
+            log.warning("cluster %s: gang mode unknown: %s", self.name, exc)
+            return False
+
+    def withdraw(self, job: Job) -> bool:
+        """Take back the job's current run if it has not started (withdraw.py says what
+        started means per mode): True once its objects are confirmed gone on the API
+        server, False when it started (kept); BackendError(retryable) when the API server
+        does not answer. Nothing is reported for a withdrawn run: the gateway asked."""
+        key = (job.job_id, job.restart_count)
+        if not self._tick_lock.acquire(timeout=self.opts.request_timeout_s):
+            raise BackendError(f"cluster {self.name}: busy, not withdrawn yet", retryable=True)
+        try:
+            with self._lock:
+                gang = self._gangs.get(key)
+                # a gang the backend handed back itself has not started: delete it now
+                if gang is not None and (gang.started or gang.verdict) and not is_withdrawn(gang):
+                    return False
+            try:
+                mode = gang.manifests.mode if gang is not None else self.mode()
+                names = GangNames(self.opts.name_prefix, *key)
+                done = withdraw_attempt(self.client, self.objects, names, mode)
+            except KubeError as exc:
+                raise BackendError(
+                    f"cluster {self.name}: job {job.job_id} not withdrawn: {exc}",
+                    retryable=exc.retryable,
+                ) from exc
+            if done:  # nothing more of that run reaches the gateway, which took it back
+                self.binder.release(names.pod(r) for r in range(gang.ranks if gang else 0))
+                with self._lock:
+                    self._gangs.pop(key, None)
+                    self._events = [e for e in self._events if (e.job_id, e.run) != key]
+            return done
+        finally:
+            self._tick_lock.release()
 
     def poll(self) -> list[BackendEvent]:
         """Events since the last call; verdicts handed out before are now cleaned up."""
@@ -367,7 +406,7 @@ class KubernetesBackend(GangController):
                 events.append(
                     BackendEvent(
                         job_id=job.job_id,
-                        kind=EventKind.LOST,
+                        kind=event_kind(LOST),
                         time=now,
                         backend_id=GangNames(self.opts.name_prefix, *key).base,
                         message=f"cluster {self.name} has no objects of this job",
@@ -386,7 +425,7 @@ class KubernetesBackend(GangController):
                     pods, gang.ranks, was_running=gang.created, missing_is_lost=True
                 )
                 if gang.observe(pods, status, time.monotonic()):
-                    events.append(gang.started_event(now))
+                    events.append(gang.state_event(JobState.RUNNING, now))
                 gang.verdict = gang.decide(status, time.monotonic(), now, self.opts.kill_wait_s)
             if gang.verdict is not None:
                 events.append(gang.event(gang.verdict, now))
@@ -430,7 +469,7 @@ class KubernetesBackend(GangController):
             manifests=manifests,
             submitted=time.monotonic(),
             hint=tuple(p.node for p in job.placement),
-            deadline_s=req.deadline_s,
+            deadline_s=req.deadline_s(self.opts.time_scale),
         )
         if root is None:
             gang.blind = True  # the API server did not answer: verify before creating

@@ -254,6 +254,13 @@ class GangBinder:
         """Stop assuming a pod (its binding failed)."""
         self._assumed.pop(key, None)
 
+    def release(self, pods: Iterable[str]) -> None:
+        """Stop assuming the pods of a gang that ended or left: an assumption is otherwise
+        dropped only by a later placement pass that sees the pod, and a pod deleted before
+        such a pass would hold its node's resources until it expires (60 s)."""
+        for pod in pods:
+            self._assumed.pop(f"{self.namespace}/{pod}", None)
+
     def _usage(self, observed: Iterable[PodUsage]) -> list[PodUsage]:
         seen: dict[str, PodUsage] = {u.key: u for u in observed}
         horizon = self.clock() - 60.0

@@ -6,6 +6,8 @@
     context = "caldera"                           # optional, with kubeconfig
     volcano = "auto"                              # "auto" (detect), true or false
     namespace = "caldera"                         # and any other K8sOptions field
+    [[kubernetes.cluster.filesystem]]             # submit directories the nodes have too
+    prefix = "/home"                              # host_path = "/export/home" if it differs
     [[kubernetes.cluster.toleration]]             # taints the job pods tolerate
     key = "dedicated"
     value = "hpc"
@@ -19,12 +21,13 @@ Parsing is pure; `make_kubernetes_backends` connects.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from k8s_bridge.options import GangMode, K8sOptions, Toleration
+from k8s_bridge.options import GangMode, K8sOptions, SharedDir, Toleration
 
 __all__ = [
     "KubeClusterConfig",
@@ -127,6 +130,30 @@ def _tolerations(where: str, value: object) -> tuple[Toleration, ...]:
     return tuple(out)
 
 
+def _filesystem(where: str, value: object) -> tuple[SharedDir, ...]:
+    """`[[kubernetes.cluster.filesystem]]` tables: prefix (and host_path), absolute, not
+    nested in one another (a path must have one place on the nodes)."""
+    if not isinstance(value, list):
+        raise KubeConfigError(f"{where}: filesystem must be a list of tables")
+    out: list[SharedDir] = []
+    for i, item in enumerate(value):
+        here = f"{where}.filesystem[{i}]"
+        if not isinstance(item, dict):
+            raise KubeConfigError(f"{here}: must be a table")
+        unknown = set(item) - {"prefix", "host_path"}
+        if unknown:
+            raise KubeConfigError(f"{here}: unknown setting {sorted(unknown)[0]!r}")
+        paths = [_string(here, k, item[k]) for k in ("prefix", "host_path") if k in item]
+        if "prefix" not in item or any(not p.startswith("/") or "/.." in p for p in paths):
+            raise KubeConfigError(f"{here}: prefix and host_path must be absolute paths")
+        entry = SharedDir(*(posixpath.normpath(p) for p in paths))
+        clash = next((d for d in out if d.holds(entry.prefix) or entry.holds(d.prefix)), None)
+        if clash is not None:
+            raise KubeConfigError(f"{here}: {entry.prefix} overlaps {clash.prefix}")
+        out.append(entry)
+    return tuple(out)
+
+
 def _cluster(
     where: str, table: Mapping[str, Any], def_mem_per_cpu_mb: int, kill_wait_s: int
 ) -> KubeClusterConfig:
@@ -149,6 +176,8 @@ def _cluster(
             connection[key] = _string(where, key, value)
         elif key == "toleration":
             options["tolerations"] = _tolerations(where, value)
+        elif key == "filesystem":
+            options["filesystem"] = _filesystem(where, value)
         elif key in _OPTION_FIELDS and key != "tolerations":
             options[key] = _option(where, key, value)
         else:

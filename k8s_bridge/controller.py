@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gateway.model.backend import BackendEvent, EventKind
+from gateway.model.backend import BackendEvent
 from gateway.model.job import Job
+from gateway.model.state import JobState, Reason
 from k8s_bridge.binder import GangBinder
 from k8s_bridge.gang import Gang, Verdict
 from k8s_bridge.informer import Informer
@@ -27,6 +28,7 @@ from k8s_bridge.kube import CONFIGMAPS, KubeClient, KubeError
 from k8s_bridge.lifecycle import PodState, gang_status
 from k8s_bridge.objects import GangObjects
 from k8s_bridge.options import GangMode, K8sOptions
+from k8s_bridge.states import LOST
 from k8s_bridge.withdraw import Withdrawals
 
 __all__ = ["GangController"]
@@ -52,6 +54,7 @@ class GangController:
     usage: Informer[PodUsage]
     ticks: int
     _lock: threading.RLock
+    _tick_lock: threading.Lock
     _gangs: dict[tuple[int, int], Gang]
     _events: list[BackendEvent]
     _polls: int
@@ -67,6 +70,11 @@ class GangController:
             gang.verdict = verdict
             self._events.append(gang.event(verdict, self.clock()))
 
+    def _release(self, gang: Gang) -> None:
+        """The binder stops counting the gang's pods it assumed (the watch counts what
+        still exists of them)."""
+        self.binder.release(gang.names.pod(r) for r in range(gang.ranks))
+
     def _verify_adopted(self, gang: Gang, now: float) -> None:
         """A job adopted while the API server did not answer: adopt it properly, or
         report it lost when the cluster has no objects of it."""
@@ -76,9 +84,7 @@ class GangController:
                 self._gangs.pop(gang.key, None)
             self._adopt(gang.job, root)
             return
-        verdict = Verdict(
-            EventKind.LOST, None, message=f"cluster {self.name} has no objects of this job"
-        )
+        verdict = Verdict(LOST, message=f"cluster {self.name} has no objects of this job")
         with self._lock:
             gang.blind = False
             gang.verdict = verdict
@@ -93,7 +99,22 @@ class GangController:
                 self._events.append(gang.event(verdict, self.clock()))
 
     def tick(self) -> None:
-        """One pass of the controller (also callable directly, e.g. from tests)."""
+        """One pass of the controller (also callable directly, e.g. from tests); never at
+        the same time as a withdrawal (backend.withdraw), which must see no binding posted."""
+        with self._tick_lock:
+            self._tick()
+
+    def _report_queued(self, gang: Gang, now: float) -> None:
+        """Where another scheduler places the gang (Volcano, kube-scheduler), the job is
+        shown queued there until every rank runs, as Slurm's own pending jobs are; in
+        Caldera's mode the gateway placed it and it is already RUNNING."""
+        if self._mode is GangMode.CALDERA:
+            return
+        gang.pending_reported = True
+        with self._lock:
+            self._events.append(gang.state_event(JobState.PENDING, now, Reason.RESOURCES))
+
+    def _tick(self) -> None:
         self.ticks += 1
         index: dict[tuple[int, int], list[PodState]] = {}
         for pod in self.pods.items().values():
@@ -136,6 +157,7 @@ class GangController:
         if gang.cancelled:
             self.objects.delete(gang)
             gang.cleanup_done = True
+            self._release(gang)
             return
         if gang.blind:
             self._verify_adopted(gang, now)
@@ -154,7 +176,9 @@ class GangController:
             )
             if gang.observe(pods, status, mono):
                 with self._lock:
-                    self._events.append(gang.started_event(now))
+                    self._events.append(gang.state_event(JobState.RUNNING, now))
+            elif gang.created and not gang.started and not gang.pending_reported:
+                self._report_queued(gang, now)
             verdict = gang.decide(status, mono, now, self.opts.kill_wait_s)
             if verdict is not None:
                 self._decided(gang, verdict)
@@ -166,6 +190,7 @@ class GangController:
             if not gang.killed:
                 self.objects.kill(gang, self._pod_index.get(gang.key, []))
                 gang.killed = True
+                self._release(gang)
             if gang.delivered_at is not None and gang.delivered_at < self._polls:
                 self.objects.delete(gang)
                 gang.cleanup_done = True

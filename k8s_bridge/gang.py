@@ -19,6 +19,7 @@ from k8s_bridge.inventory import pod_requests
 from k8s_bridge.lifecycle import GangStatus, PodState
 from k8s_bridge.names import GangNames
 from k8s_bridge.render import GangManifests
+from k8s_bridge.states import EVENT_OF_STATE, LOST, WITHDRAWN, event_kind
 
 __all__ = [
     "ANN_CREATED",
@@ -37,23 +38,28 @@ ANN_VERDICT_MESSAGE = "caldera.io/verdict-message"
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """How an attempt ended: FINISHED with a state, or LOST (to be requeued as a whole)."""
+    """How an attempt ended: a final JobState, or one of the two outcomes states.py names
+    (LOST: requeued as a whole; WITHDRAWN: handed back unstarted). Its event kind comes
+    from states.py's table."""
 
-    kind: EventKind
-    state: JobState | None
+    state: JobState
     reason: Reason = Reason.NONE
     exit_code: int = 0
     derived_exit_code: int = 0
     message: str = ""
     end_time: float | None = None
 
+    @property
+    def kind(self) -> EventKind:
+        """The event that reports this verdict."""
+        return event_kind(self.state)
+
     @classmethod
     def from_status(cls, status: GangStatus, *, lost: bool = False) -> Verdict:
         """The verdict of a finished gang status."""
-        if lost:
-            return cls(EventKind.LOST, None, message=status.message, end_time=status.end_time)
+        if lost or status.state is None:
+            return cls(LOST, message=status.message, end_time=status.end_time)
         return cls(
-            EventKind.FINISHED,
             status.state,
             status.reason,
             status.exit_code,
@@ -65,10 +71,9 @@ class Verdict:
 
 def encode_verdict(verdict: Verdict) -> dict[str, str]:
     """The root ConfigMap's annotations for a verdict."""
-    state = verdict.state.long if verdict.state else "-"
     return {
         ANN_VERDICT: (
-            f"{verdict.kind.value} {state} {verdict.reason.value} "
+            f"{verdict.kind.value} {verdict.state.long} {verdict.reason.value} "
             f"{verdict.exit_code} {verdict.derived_exit_code}"
         ),
         ANN_VERDICT_MESSAGE: verdict.message[:1000],
@@ -76,22 +81,27 @@ def encode_verdict(verdict: Verdict) -> dict[str, str]:
 
 
 def decode_verdict(annotations: dict[str, str]) -> Verdict | None:
-    """A verdict from the root's annotations (None when it has none or it is malformed)."""
+    """A verdict from the root's annotations (None when it has none or it is malformed).
+    Roots written before the table named LOST/WITHDRAWN by a state carry "-" there."""
     text = annotations.get(ANN_VERDICT)
     if not text:
         return None
     try:
         kind, state, reason, code, derived = text.split(" ")
-        return Verdict(
-            EventKind(kind),
-            None if state == "-" else JobState.parse(state),
+        if state == "-":
+            state = {EventKind.LOST: LOST, EventKind.WITHDRAWN: WITHDRAWN}[EventKind(kind)].long
+        verdict = Verdict(
+            JobState.parse(state),
             Reason.parse(reason),
             int(code),
             int(derived),
             annotations.get(ANN_VERDICT_MESSAGE, ""),
         )
-    except ValueError:
+    except (ValueError, KeyError):
         return None
+    ends = (EventKind.FINISHED, EventKind.LOST, EventKind.WITHDRAWN)
+    ok = verdict.state in EVENT_OF_STATE and verdict.kind in ends
+    return verdict if ok and verdict.kind is EventKind(kind) else None
 
 
 @dataclass
@@ -110,7 +120,11 @@ class Gang:
     next_try: float = 0.0  # monotonic; creation/cleanup retry backoff
     backoff: float = 0.2
     nodes: tuple[str, ...] | None = None  # Caldera's placement, once decided
+    launched_at: float = 0.0  # wall clock when the gateway handed it over
     bound: set[int] = field(default_factory=set)
+    placed_on: dict[int, str] = field(default_factory=dict)  # rank -> its pod's nodeName
+    pod_starts: dict[int, float | None] = field(default_factory=dict)  # rank -> startTime
+    pending_reported: bool = False
     started: bool = False
     running_since: float | None = None
     status: GangStatus | None = None
@@ -145,46 +159,64 @@ class Gang:
         running = self.status.running if self.status else 0
         return max(self.ranks - running, 0)
 
+    def where(self) -> tuple[str, ...]:
+        """The nodes the ranks' pods are bound to, by rank, once every rank was seen
+        bound (empty before: the gateway's placement stands)."""
+        if len(self.placed_on) < self.ranks:
+            return self.nodes or ()
+        return tuple(self.placed_on[r] for r in range(self.ranks))
+
     def event(self, verdict: Verdict, now: float) -> BackendEvent:
         """The event that reports a verdict."""
+        kind = verdict.kind
         return BackendEvent(
             job_id=self.names.job_id,
-            kind=verdict.kind,
+            kind=kind,
             time=verdict.end_time or now,
-            state=verdict.state,
+            state=verdict.state if kind is EventKind.FINISHED else None,
             reason=verdict.reason,
             exit_code=verdict.exit_code,
             derived_exit_code=verdict.derived_exit_code,
-            nodes=self.nodes or (),
+            nodes=self.where(),
             backend_id=self.backend_id,
             message=verdict.message or None,
             run=self.names.attempt,
         )
 
-    def started_event(self, now: float) -> BackendEvent:
-        """The event that reports every rank running."""
+    def state_event(
+        self, state: JobState, now: float, reason: Reason | None = None
+    ) -> BackendEvent:
+        """The event of a non-final state of the gang (states.py's table): STARTED carries
+        the nodes its pods run on and when the last rank started."""
+        started_at = None
+        if state is JobState.RUNNING:
+            starts = [t for t in self.pod_starts.values() if t is not None]
+            started_at = min(max(max(starts, default=now), self.launched_at), now)
         return BackendEvent(
             job_id=self.names.job_id,
-            kind=EventKind.STARTED,
+            kind=event_kind(state),
             time=now,
-            state=JobState.RUNNING,
-            nodes=self.nodes or (),
+            state=state,
+            reason=reason,
+            nodes=self.where() if state is JobState.RUNNING else (),
             backend_id=self.backend_id,
             run=self.names.attempt,
+            started_at=started_at,
         )
 
     def observe(self, pods: list[PodState], status: GangStatus, mono: float) -> bool:
         """Take in the pods' state; whether every rank runs for the first time now."""
         for pod in pods:
-            if pod.node:
+            if pod.node and not pod.deleting:
                 self.bound.add(pod.rank)
+                self.placed_on[pod.rank] = pod.node
+                self.pod_starts[pod.rank] = pod.started
         self.status = status
         if self.started or not status.all_running:
             return False
         self.started = True
         self.running_since = mono
-        by_rank = {p.rank: p.node or "" for p in pods}
-        self.nodes = tuple(by_rank.get(r, "") for r in range(self.ranks))
+        self.nodes = self.where()
         return True
 
     def decide(self, status: GangStatus, mono: float, now: float, grace_s: int) -> Verdict | None:
@@ -199,10 +231,9 @@ class Gang:
             and mono - self.running_since > deadline + grace_s
         ):
             return Verdict(
-                EventKind.FINISHED,
                 JobState.TIMEOUT,
                 Reason.TIME_LIMIT,
-                message=f"time limit of {deadline // 60} minutes reached",
+                message=f"time limit of {self.job.time_limit or deadline // 60} minutes reached",
                 end_time=now,
             )
         if not status.done:
@@ -217,7 +248,6 @@ class Gang:
     def launch_failure(self, message: str, now: float) -> Verdict:
         """The verdict of a gang the cluster refused to create or bind."""
         return Verdict(
-            EventKind.FINISHED,
             JobState.FAILED,
             Reason.JOB_LAUNCH_FAILURE,
             exit_code=1 << 8,

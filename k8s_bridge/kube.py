@@ -320,11 +320,15 @@ class KubeClient:
         *,
         propagation: str = "Background",
         grace_s: int | None = None,
+        resource_version: str | None = None,
     ) -> bool:
-        """Delete (dependents by `propagation`); False when it was already gone."""
+        """Delete (dependents by `propagation`); False when it was already gone. With
+        `resource_version`, only that version of it (a KubeError 409 once it changed)."""
         body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
         if grace_s is not None:
             body["gracePeriodSeconds"] = grace_s
+        if resource_version is not None:
+            body["preconditions"] = {"resourceVersion": resource_version}
         try:
             self.request(
                 "DELETE",

@@ -1,4 +1,5 @@
-"""Pod phases and reasons -> one verdict for the whole gang (pure).
+"""Pod phases and reasons -> one verdict for the whole gang (pure; each pod's state comes
+from the table in states.py).
 
 Slurm's rules, applied to pods: the job ends when rank 0 (the batch step) ends, with rank
 0's exit code; a rank that fails while rank 0 runs fails the whole gang (requeued as a whole
@@ -16,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.model.job import wait_status
-from gateway.model.state import JobState, Reason, state_from_pod_phase
+from gateway.model.state import JobState, Reason
 from k8s_bridge.names import LABEL_ATTEMPT, LABEL_JOB, LABEL_RANK
+from k8s_bridge.states import REASON_OF_STATE, STATE_OF_REASON, STATUS_OF_STATE, pod_job_state
 
 __all__ = ["GangStatus", "PodState", "gang_status", "parse_pod", "parse_time"]
 
@@ -80,7 +82,8 @@ def parse_pod(obj: Obj) -> PodState | None:
         term = (cs.get("state") or {}).get("terminated")
         if term:
             exit_code = int(term.get("exitCode", 0))
-            reason = term.get("reason") or reason
+            if reason not in STATE_OF_REASON:  # the kubelet's DeadlineExceeded, Evicted win
+                reason = term.get("reason") or reason
             message = term.get("message") or message
             finished = parse_time(term.get("finishedAt"))
             break
@@ -149,11 +152,7 @@ def _status_of(pod: PodState) -> int:
 
 
 def _final_state(pod: PodState) -> JobState:
-    if pod.preempted:
-        return JobState.PREEMPTED
-    if pod.reason == "Evicted":
-        return JobState.NODE_FAIL
-    return state_from_pod_phase(pod.phase, pod.reason)
+    return pod_job_state(pod.phase, pod.reason, pod.preempted)
 
 
 def _describe(pod: PodState) -> str:
@@ -183,8 +182,8 @@ def gang_status(
     worst_other = max((_status_of(p) for p in pods if p.rank and p.phase == "Failed"), default=0)
     rank0 = by_rank.get(0)
     if rank0 is not None and rank0.terminal:
-        status = _status_of(rank0)
         state = _final_state(rank0)
+        status = STATUS_OF_STATE.get(state, _status_of(rank0))
         if rank0.phase == "Succeeded":
             state, status = JobState.COMPLETED, 0
         return GangStatus(
@@ -193,7 +192,7 @@ def gang_status(
             bound=bound,
             running=running,
             state=state,
-            reason=Reason.NONE if state is JobState.COMPLETED else Reason.NON_ZERO_EXIT_CODE,
+            reason=REASON_OF_STATE.get(state, Reason.NON_ZERO_EXIT_CODE),
             exit_code=status,
             derived_exit_code=max(status, worst_other),
             message=_describe(rank0),
@@ -206,9 +205,9 @@ def gang_status(
     )
     if failed:
         pod = failed[0]
-        state = JobState.NODE_FAIL if pod.phase == "Unknown" else _final_state(pod)
-        reason = Reason.NODE_DOWN if state is JobState.NODE_FAIL else Reason.NON_ZERO_EXIT_CODE
-        status = _status_of(pod)
+        state = _final_state(pod)
+        reason = REASON_OF_STATE.get(state, Reason.NON_ZERO_EXIT_CODE)
+        status = STATUS_OF_STATE.get(state, _status_of(pod))
         return GangStatus(
             ranks=ranks,
             present=len(live),

@@ -129,9 +129,8 @@ class GangObjects:
     def kill(self, gang: Gang, pods: list[PodState]) -> None:
         """Stop what still runs of an ended gang; the rank that decided stays as record."""
         names = gang.names
-        if gang.manifests.volcano_job is not None:
+        if gang.manifests.volcano_job is not None:  # its pods go with it, unless orphaned
             self.client.delete(VCJOBS, self.namespace, names.podgroup)
-            return
         keep = gang.status.rank if gang.status is not None else None
         by_rank = {p.rank: p for p in pods}
         for rank in range(gang.ranks):
@@ -163,7 +162,7 @@ class GangObjects:
             if not quiet:
                 raise
 
-    def delete_by_job(self, job_id: int, attempt: int | None = None) -> None:
+    def delete_by_job(self, job_id: int, attempt: int | None = None, quiet: bool = True) -> None:
         """Delete a job's objects found by label (a job this backend does not track)."""
         sel = self.job_selector(job_id, attempt)
         try:
@@ -173,6 +172,8 @@ class GangObjects:
             self._delete_found(SERVICES, sel)
             self.client.delete_collection(CONFIGMAPS, self.namespace, sel)
         except KubeError as exc:
+            if not quiet:
+                raise
             log.warning("deleting objects of job %s: %s", job_id, exc)
 
     def _delete_found(self, resource: Resource, sel: str) -> None:

@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 from gateway.topology.k8s_labels import CALDERA_TIERS
 
-__all__ = ["GangMode", "K8sOptions", "Toleration"]
+__all__ = ["GangMode", "K8sOptions", "SharedDir", "Toleration"]
 
 
 class GangMode(Enum):
@@ -54,6 +54,24 @@ class Toleration:
         if self.effect is not None:
             out["effect"] = self.effect
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class SharedDir:
+    """One entry of the cluster's filesystem map: `prefix` on the submit hosts is
+    `host_path` on every node (the same path when not given)."""
+
+    prefix: str
+    host_path: str = ""
+
+    @property
+    def source(self) -> str:
+        """The node's path (hostPath)."""
+        return self.host_path or self.prefix
+
+    def holds(self, path: str) -> bool:
+        """Whether `path` (absolute, normalised) is this directory or below it."""
+        return path == self.prefix or path.startswith(self.prefix.rstrip("/") + "/")
 
 
 def _frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:
@@ -109,4 +127,8 @@ class K8sOptions:
     # (withdrawn) to be placed again; at once when a placed node no longer exists
     withdraw_after_s: float = 30.0
     watch_timeout_s: int = 240
+    time_scale: float = 1.0  # real seconds per job second (test clusters shorten time limits)
+    # directories of the submit hosts the nodes have too: a job working below one gets it
+    # as a hostPath volume at the same path, its working directory and -o/-e files there
+    filesystem: tuple[SharedDir, ...] = ()
     delete_orphans: bool = True  # reconcile() deletes objects of jobs the gateway does not run

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.model.jobspec import JobSpec
+from k8s_bridge.files import JobFiles, job_files
 from k8s_bridge.names import (
     ANN_JOB_NAME,
     ANN_RANKS,
@@ -40,7 +41,7 @@ from k8s_bridge.names import (
 )
 from k8s_bridge.options import GangMode, K8sOptions
 from k8s_bridge.pod_needs import job_selector, min_resources, pod_affinity, pod_resources
-from k8s_bridge.request import GangRequest, RankShare, rank_shares
+from k8s_bridge.request import GangRequest, RankShare, TranslationError, rank_shares
 from k8s_bridge.slurm_env import (
     HOSTFILE_PATH,
     JOB_DIR,
@@ -66,10 +67,6 @@ ANN_MODE = "caldera.io/mode"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PODGROUP_API = "scheduling.volcano.sh/v1beta1"
 VCJOB_API = "batch.volcano.sh/v1alpha1"
-
-
-class TranslationError(ValueError):
-    """The job cannot be expressed on this cluster (what and why)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +202,7 @@ def _pod_spec(
     rank: int,
     mode: GangMode,
     opts: K8sOptions,
+    files: JobFiles,
 ) -> Manifest:
     spec = req.spec
     share = shares[rank]
@@ -212,7 +210,11 @@ def _pod_spec(
     shm: Manifest = {"medium": "Memory"}
     if share.memory_mb:
         shm["sizeLimit"] = f"{max(int(share.memory_mb * opts.shm_fraction), 1)}Mi"
-    command = [SCRIPT_PATH, *spec.script_args] if rank == 0 else list(opts.worker_command)
+    command = (
+        files.batch_command(SCRIPT_PATH, spec.script_args)
+        if rank == 0
+        else list(opts.worker_command)
+    )
     container: Manifest = {
         "name": "job",
         "image": spec.container_image or opts.default_image,
@@ -224,11 +226,13 @@ def _pod_spec(
         "volumeMounts": [
             {"name": "job", "mountPath": JOB_DIR, "readOnly": True},
             {"name": "shm", "mountPath": "/dev/shm"},
+            *files.mounts,
             *host_mounts,
         ],
     }
-    if spec.container_workdir:
-        container["workingDir"] = spec.container_workdir
+    workdir = spec.container_workdir or files.workdir
+    if workdir:
+        container["workingDir"] = workdir
     if share.rdma:
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     pod: Manifest = {
@@ -252,20 +256,33 @@ def _pod_spec(
                 },
             },
             {"name": "shm", "emptyDir": shm},
+            *files.volumes,
             *host_volumes,
         ],
     }
     if mode is not GangMode.VOLCANO_JOB:
         pod["schedulerName"] = _scheduler(mode, opts)
-    if req.deadline_s:
-        pod["activeDeadlineSeconds"] = req.deadline_s
+    deadline_s = req.deadline_s(opts.time_scale)
+    if deadline_s:
+        pod["activeDeadlineSeconds"] = deadline_s
     if opts.run_as_user:
         pod["securityContext"] = {"runAsUser": req.uid, "runAsGroup": req.gid}
     if opts.service_account:
         pod["serviceAccountName"] = opts.service_account
     if req.partition and req.partition != opts.default_partition:
         pod["nodeSelector"] = {opts.partition_label: req.partition}
-    affinity = pod_affinity(req, share, opts)
+    affinity = pod_affinity(req, share, opts) or {}
+    if mode is not GangMode.CALDERA and len({p.node for p in req.placement}) == len(shares) > 1:
+        # the gateway gave each rank a node of its own (-N): another scheduler picks which
+        # nodes, but must not stack the ranks either (a gang without a placement may share)
+        affinity["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": job_selector(req, opts)},
+                }
+            ]
+        }
     if affinity:
         pod["affinity"] = affinity
     if opts.tolerations:
@@ -338,7 +355,8 @@ def render_gang(req: GangRequest, opts: K8sOptions, mode: GangMode) -> GangManif
             "selector": job_selector(req, opts),
         },
     }
-    pod_specs = [_pod_spec(req, names, shares, rank, mode, opts) for rank in range(ranks)]
+    files = job_files(req, names, opts)
+    pod_specs = [_pod_spec(req, names, shares, rank, mode, opts, files) for rank in range(ranks)]
 
     def rank_meta(rank: int, name: str) -> Manifest:
         meta = _meta(req, names, name, "rank", opts, _pod_annotations(names, rank, mode, opts))

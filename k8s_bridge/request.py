@@ -17,7 +17,19 @@ from gateway.model.jobspec import JobSpec
 from gateway.model.values import INFINITE
 from gateway.scheduler.request import NodeRequest, node_request
 
-__all__ = ["RDMA_FEATURES", "GangRequest", "RankShare", "rank_shares", "rdma_per_rank"]
+__all__ = [
+    "RDMA_FEATURES",
+    "GangRequest",
+    "RankShare",
+    "TranslationError",
+    "rank_shares",
+    "rdma_per_rank",
+]
+
+
+class TranslationError(ValueError):
+    """The job cannot be expressed on this cluster (what and why)."""
+
 
 _RDMA_GRES = frozenset({"ib", "rdma", "hca", "infiniband", "roce"})
 RDMA_FEATURES = frozenset({"ib", "infiniband", "rdma", "roce"})
@@ -83,12 +95,12 @@ class GangRequest:
         """The scheduler's per-node request of this job."""
         return node_request(self.spec)
 
-    @property
-    def deadline_s(self) -> int | None:
-        """The time limit in seconds (activeDeadlineSeconds), None when unlimited."""
+    def deadline_s(self, time_scale: float = 1.0) -> int | None:
+        """The time limit in seconds (activeDeadlineSeconds), None when unlimited;
+        `time_scale` real seconds per job second (K8sOptions.time_scale)."""
         if self.time_limit is None or self.time_limit in (0, INFINITE):
             return None
-        return self.time_limit * 60
+        return max(round(self.time_limit * 60 * time_scale), 1)
 
 
 @dataclass(frozen=True, slots=True)

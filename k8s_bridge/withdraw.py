@@ -14,21 +14,42 @@ verdict is set. Bindings are posted only by the controller thread that decides w
 and a gang with a verdict is never bound again, so no binding can race the withdrawal.
 A new submission of the same run is refused (retryable, Reason Cleaning) until every object
 of the withdrawn attempt is gone, so the new gang never meets the old one's objects.
+
+`withdraw_attempt` is the other direction, the gateway taking a run back (bursting: the job
+starts elsewhere). What "started" means, per mode, and so when it answers False:
+- Caldera's mode: any rank's pod is bound (a bound pod is the kubelet's; Caldera's binder is
+  the only one that binds, and the backend holds its controller, the only caller of the
+  binder, for the whole withdrawal, so no Binding is in flight while it checks).
+- the Volcano modes and kube-scheduler's: another scheduler binds at any moment, so the
+  commit point is rank 0's pod (the batch script runs only there): it is deleted with a
+  precondition on the resourceVersion read while it was unbound, and a Binding changes that
+  version, so either the delete wins (the script never runs: True) or the pod was bound
+  first (False: the job is kept). A pod of the attempt already Running/Succeeded/Failed is
+  started too. A Volcano Job is deleted first with orphaned pods, so its controller creates
+  or recreates none meanwhile.
+Then every object of the attempt is deleted (pods without grace: none ran the script) and the
+API server (never the informer cache) must show no pod and no ConfigMap of it left; asked
+again after a timeout there, it finds rank 0 gone and finishes the deletion.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from gateway.model.backend import BackendError, EventKind
 from gateway.model.state import Reason
 from k8s_bridge.gang import Gang, Verdict
 from k8s_bridge.inventory import NodeInfo
-from k8s_bridge.kube import PODS, KubeClient, KubeError
+from k8s_bridge.kube import CONFIGMAPS, PODS, VCJOBS, KubeClient, KubeError
+from k8s_bridge.names import LABEL_RANK, GangNames
 from k8s_bridge.objects import GangObjects
+from k8s_bridge.options import GangMode
+from k8s_bridge.states import WITHDRAWN
 
-__all__ = ["Withdrawals", "is_withdrawn", "resubmitted"]
+__all__ = ["Withdrawals", "is_withdrawn", "resubmitted", "withdraw_attempt"]
 
 log = logging.getLogger(__name__)
 
@@ -117,4 +138,78 @@ class Withdrawals:
 
 
 def _withdrawn(reason: Reason, message: str) -> Verdict:
-    return Verdict(EventKind.WITHDRAWN, None, reason, message=message)
+    return Verdict(WITHDRAWN, reason, message=message)
+
+
+_TERMINAL_OR_RUNNING = ("Running", "Succeeded", "Failed")
+
+
+def _started(pods: list[dict[str, Any]], mode: GangMode) -> bool:
+    """Whether the attempt started, by the rule of its mode (module doc)."""
+    for pod in pods:
+        bound = bool((pod.get("spec") or {}).get("nodeName"))
+        phase = (pod.get("status") or {}).get("phase")
+        rank = (pod.get("metadata") or {}).get("labels", {}).get(LABEL_RANK)
+        if phase in _TERMINAL_OR_RUNNING or (bound and (mode is GangMode.CALDERA or rank == "0")):
+            return True
+    return False
+
+
+def withdraw_attempt(
+    client: KubeClient,
+    objects: GangObjects,
+    names: GangNames,
+    mode: GangMode,
+    *,
+    confirm_s: float = 10.0,
+) -> bool:
+    """Take back one attempt that has not started (True: deleted and confirmed gone; False:
+    it started and is left alone). KubeError when the API server does not answer."""
+    ns = objects.namespace
+    sel = objects.job_selector(names.job_id, names.attempt)
+    pods, _ = client.list(PODS, ns, label_selector=sel)
+    if _started(pods, mode):
+        return False
+    if mode is GangMode.VOLCANO_JOB:  # no pod is created or recreated from now on
+        client.delete(VCJOBS, ns, names.podgroup, propagation="Orphan")
+    rank0 = f"{sel},{LABEL_RANK}=0"
+    for _ in range(20):
+        found, _ = client.list(PODS, ns, label_selector=rank0)
+        if not found:
+            break  # never created, or gone: the script cannot run
+        if _started(found, mode) or (found[0].get("spec") or {}).get("nodeName"):
+            return False
+        meta = found[0]["metadata"]
+        try:
+            client.delete(
+                PODS, ns, str(meta["name"]), grace_s=0, resource_version=meta["resourceVersion"]
+            )
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+            continue  # it changed (bound, or a status update): look again
+        break
+    else:
+        raise KubeError(
+            f"rank 0 of job {names.job_id} kept changing while it was withdrawn",
+            status=409,
+            retryable=True,
+        )
+    # the rest never ran the script (workers wait for it): no grace, so that a new
+    # submission of the same run never meets them
+    client.delete_collection(PODS, ns, sel, grace_s=0)
+    objects.delete_by_job(names.job_id, names.attempt, quiet=False)
+    give_up = time.monotonic() + confirm_s
+    while True:
+        left, _ = client.list(PODS, ns, label_selector=sel)
+        roots, _ = client.list(CONFIGMAPS, ns, label_selector=sel)
+        if not left and not roots:
+            return True
+        if time.monotonic() > give_up:  # asked again, it finds rank 0 gone and goes on here
+            what = (left or roots)[0]["metadata"]["name"]
+            raise KubeError(
+                f"job {names.job_id}: {what} still exists after it was withdrawn",
+                status=0,
+                retryable=True,
+            )
+        time.sleep(0.1)

@@ -16,7 +16,9 @@ be reached, jobs keep their last state with Reason.CLUSTER_UNREACHABLE, `submit`
 retryable error at once, and the first answer afterwards re-announces every job.
 
 Beyond the protocol: `hold`, `release`, `end_attempt`, `update_time_limit`, `accounting`,
-`native_dependency_ok`, `slurm_id`, `caldera_id`, `close`.
+`native_dependency_ok`, `predict_start` (slurm_plugin.predict), `withdraw`
+(slurm_plugin.withdraw), `slurm_id`, `caldera_id`, `close`. Everything is per instance (no
+module state): several clusters live side by side in one gateway, each with its slurm.conf.
 """
 
 from __future__ import annotations
@@ -39,25 +41,27 @@ from slurm_plugin.client import Identity, SlurmClient, SubmitRequest
 from slurm_plugin.config import RestAuth, SlurmClusterConfig, SubmitAs, Transport
 from slurm_plugin.discovery import Discovery, offered_cluster, placeholder_cluster
 from slurm_plugin.errors import SlurmError, SlurmRejected, SlurmUnreachable
-from slurm_plugin.job_control import SlurmJobControl
 from slurm_plugin.mapping import (
     SlurmRef,
     TargetInfo,
+    marked_for_withdrawal,
     native_dependency,
     parse_backend_id,
     parse_tag,
 )
+from slurm_plugin.predict import SlurmPredict, StartCache
 from slurm_plugin.rest import RestClient
 from slurm_plugin.rest_job import RestUnsupported
 from slurm_plugin.submit_args import build_request
 from slurm_plugin.watch import FORGET_AFTER_S, MISSING_GRACE_S, Tracked
+from slurm_plugin.withdraw import SlurmWithdraw
 
 __all__ = ["SlurmBackend"]
 
 log = logging.getLogger("caldera.slurm")
 
 
-class SlurmBackend(SlurmJobControl):
+class SlurmBackend(SlurmWithdraw, SlurmPredict):
     """A Slurm cluster as a Caldera backend."""
 
     places_itself = True  # Slurm chooses the nodes; Caldera chooses cluster and partition
@@ -92,6 +96,7 @@ class SlurmBackend(SlurmJobControl):
         self._thread: threading.Thread | None = None
         self._acct_thread: threading.Thread | None = None
         self._watcher = watcher
+        self._predictions = StartCache(config.predict_ttl_s)
         try:
             self._me = pwd.getpwuid(os.geteuid()).pw_name
         except KeyError:
@@ -260,14 +265,21 @@ class SlurmBackend(SlurmJobControl):
                 if t.job.job_id == job_id or (t.job.array_job_id == job_id and job_id)
             ]
 
-    def _adopt_from_queue(self, job: Job, user: str | None) -> SlurmRef | None:
+    def _adopt_from_queue(
+        self, job: Job, user: str | None, *, marked: bool = False
+    ) -> SlurmRef | None:
+        """The Slurm job carrying this run's tag (one being withdrawn only with `marked`:
+        a withdrawn run is never the one a new submission stands for)."""
         rows = self.watch.statuses({user} if user else None, self._tag_filter())
         found: SlurmRef | None = None
         with self._lock:
             if user is not None:
                 self._indexed_users.add(user)
             for row in rows:
-                if parse_tag(row.comment, self.config.instance) == (job.job_id, job.restart_count):
+                if parse_tag(row.comment, self.config.instance) == (
+                    job.job_id,
+                    job.restart_count,
+                ) and (marked or not marked_for_withdrawal(row.comment)):
                     found = row.ref
         return found
 
@@ -279,8 +291,8 @@ class SlurmBackend(SlurmJobControl):
         self._ensure_thread()
         with self._lock:
             t = self._tracked.get(job.job_id)
-            if t is not None and t.job.restart_count != job.restart_count:
-                t = None  # Caldera requeued the job: this run is a new Slurm job
+            if t is not None and (t.job.restart_count != job.restart_count or t.withdrawn):
+                t = None  # Caldera requeued or withdrew the job: this is a new Slurm job
             if t is not None and t.ref is not None:
                 return t.ref.text
         self._fail_fast()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -23,7 +22,6 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gateway.compat.duration import time_str_to_mins
 from gateway.compat.fmt_common import hostlist_expand
 from gateway.model.job import wait_status
 from slurm_plugin.client import Identity, JobStatus, RowFilter, SubmitRequest
@@ -38,6 +36,7 @@ from slurm_plugin.from_slurm_json import (
     jobs_from_squeue_json,
 )
 from slurm_plugin.mapping import SlurmRef, slurm_state
+from slurm_plugin.scontrol_text import parse_scontrol_line, partitions_doc_from_scontrol
 from slurm_plugin.statuses import status_from_job
 
 __all__ = ["CliClient", "parse_scontrol_line", "partitions_doc_from_scontrol"]
@@ -72,32 +71,6 @@ def _opt_int(text: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-_KEY = re.compile(r"(?:(?<=\s)|^)([A-Z][A-Za-z0-9_]*(?:[:/][A-Za-z0-9_]+)*)=")
-_REST_OF_LINE = frozenset(
-    {
-        "Comment",
-        "AdminComment",
-        "SystemComment",
-        "Command",
-        "WorkDir",
-        "StdErr",
-        "StdIn",
-        "StdOut",
-        "Power",
-    }
-)
-
-
-def parse_scontrol_line(line: str) -> dict[str, str]:
-    """One `scontrol -o show ...` record as key -> value (values may hold spaces)."""
-    out: dict[str, str] = {}
-    matches = list(_KEY.finditer(line))
-    for i, m in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
-        out.setdefault(m.group(1), line[m.end() : end].strip())
-    return out
-
-
 def _exit_pair(text: str) -> int | None:
     code, sep, sig = text.partition(":")
     if not sep or not code.isdigit() or not sig.isdigit():
@@ -129,84 +102,6 @@ def _status_from_scontrol(rec: Mapping[str, str]) -> JobStatus:
         array_job_id=array_job if task is not None else 0,
         extra={"job_id": str(job_id)},
     )
-
-
-def _limit(text: str | None) -> int | None:
-    """A partition limit as slurmrestd prints it: -1 for UNLIMITED, None for NONE."""
-    if text is None or text in ("NONE", "N/A", "(null)"):
-        return None
-    if text == "UNLIMITED":
-        return -1
-    if text.isdigit():
-        return int(text)
-    minutes = time_str_to_mins(text)
-    return minutes if minutes >= 0 else None
-
-
-def _mem(text: str | None) -> int | None:
-    if text is None or text in ("UNLIMITED", "NONE", "0"):
-        return None
-    m = re.match(r"^(\d+)([MGT]?)$", text)
-    if m is None:
-        return None
-    mult = {"": 1, "M": 1, "G": 1024, "T": 1024 * 1024}[m.group(2)]
-    return int(m.group(1)) * mult
-
-
-def partitions_doc_from_scontrol(text: str) -> dict[str, Any]:
-    """`scontrol -o show partition` as slurmrestd's `/partitions` document (v0.0.38)."""
-    parts: list[dict[str, Any]] = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        rec = parse_scontrol_line(line.strip())
-        flags = [
-            flag
-            for key, flag in (
-                ("Default", "default"),
-                ("Hidden", "hidden"),
-                ("RootOnly", "root_only"),
-                ("ExclusiveUser", "exclusive_user"),
-                ("LLN", "least_loaded_nodes_scheduling"),
-                ("ReqResv", "reservation_required"),
-            )
-            if rec.get(key) == "YES"
-        ]
-
-        def allowed(key: str, r: Mapping[str, str] = rec) -> str:
-            value = r.get(key, "ALL")
-            return "" if value == "ALL" else value
-
-        nodes = rec.get("Nodes", "")
-        parts.append(
-            {
-                "name": rec.get("PartitionName", ""),
-                "nodes": "" if nodes == "(null)" else nodes,
-                "flags": flags,
-                "state": rec.get("State", "UP"),
-                "max_time_limit": _limit(rec.get("MaxTime")),
-                "default_time_limit": _limit(rec.get("DefaultTime")),
-                "maximum_nodes_per_job": _limit(rec.get("MaxNodes")),
-                "min nodes per job": _limit(rec.get("MinNodes")) or 0,
-                "maximum_cpus_per_node": _limit(rec.get("MaxCPUsPerNode")),
-                "priority_tier": _limit(rec.get("PriorityTier")) or 1,
-                "priority_job_factor": _limit(rec.get("PriorityJobFactor")) or 1,
-                "allowed_groups": allowed("AllowGroups"),
-                "allowed_accounts": allowed("AllowAccounts"),
-                "allowed_qos": allowed("AllowQos"),
-                "allowed_allocation_nodes": allowed("AllocNodes"),
-                "total_cpus": _limit(rec.get("TotalCPUs")) or 0,
-                "total_nodes": _limit(rec.get("TotalNodes")) or 0,
-                "tres": rec.get("TRES", ""),
-                "default_memory_per_cpu": _mem(rec.get("DefMemPerCPU")),
-                "default_memory_per_node": _mem(rec.get("DefMemPerNode")),
-                "maximum_memory_per_node": _mem(rec.get("MaxMemPerNode")),
-                "preemption_grace_time": _limit(rec.get("GraceTime")) or 0,
-                "over_time_limit": _limit(rec.get("OverTimeLimit")),
-                "qos": "" if rec.get("QoS") in (None, "N/A") else rec["QoS"],
-            }
-        )
-    return {"partitions": parts}
 
 
 class CliClient:
@@ -303,9 +198,9 @@ class CliClient:
         """`sinfo --version` -> `22.05.8`."""
         return self._run(["sinfo", "--version"]).stdout.split()[-1]
 
-    def submit(self, request: SubmitRequest) -> SlurmRef:
-        """sbatch --parsable, the script on stdin (or in a file when it takes arguments)."""
-        argv = ["sbatch", "--parsable", *request.options]
+    def _sbatch(self, request: SubmitRequest, *extra: str) -> tuple[list[str], Identity | None]:
+        """sbatch's argv for a request, and whom to run it as."""
+        argv = ["sbatch", "--parsable", *extra, *request.options]
         if request.array_task is not None:
             argv.append(f"--array={request.array_task}")
         if request.dependency:
@@ -316,6 +211,11 @@ class CliClient:
             identity = None
         elif self.config.submit_as is SubmitAs.SERVICE:
             identity = None
+        return argv, identity
+
+    def submit(self, request: SubmitRequest) -> SlurmRef:
+        """sbatch --parsable, the script on stdin (or in a file when it takes arguments)."""
+        argv, identity = self._sbatch(request)
         env = dict(request.environment)
         if request.script_args:
             return self._submit_file(argv, request, env, identity)
@@ -344,6 +244,18 @@ class CliClient:
                 child.unlink()
             tmp.rmdir()
         return self._parsed_id(proc.stdout, request.array_task)
+
+    def test_only(self, request: SubmitRequest) -> str:
+        """`sbatch --test-only`: what Slurm's planner says of the request (its stderr line
+        `sbatch: Job N to start at T ...`, T in UTC); SlurmRejected when it can never run."""
+        argv, identity = self._sbatch(request, "--test-only")
+        env = {**request.environment, "TZ": "UTC"}
+        return self._run(argv, identity=identity, stdin=request.script, env=env, read=True).stderr
+
+    def partition_state(self, name: str) -> str:
+        """A partition's State (`UP`, `DOWN`, `DRAIN`, `INACTIVE`) from slurmctld."""
+        out = self._run(["scontrol", "-o", "show", "partition", name], read=True).stdout
+        return parse_scontrol_line(out.strip()).get("State", "UNKNOWN")
 
     @staticmethod
     def _parsed_id(stdout: str, task: int | None) -> SlurmRef:
@@ -440,8 +352,9 @@ class CliClient:
             raise classify_failure(argv, proc.returncode or 1, proc.stdout, proc.stderr)
 
     def control(self, ref: SlurmRef, action: str, identity: Identity | None = None) -> None:
-        """scontrol hold|release|requeue|requeuehold ID."""
-        if action not in ("hold", "uhold", "release", "requeue", "requeuehold"):
+        """scontrol hold|uhold|release ID (a requeue ends the run with scancel instead:
+        EndsAttempts, so that its end is confirmed before the next run)."""
+        if action not in ("hold", "uhold", "release"):
             raise ValueError(f"unknown job action {action!r}")
         self._run(["scontrol", action, ref.text], identity=identity)
 

@@ -137,7 +137,7 @@ class SlurmClient(Protocol):
         ...
 
     def control(self, ref: SlurmRef, action: str, identity: Identity | None = None) -> None:
-        """`hold`, `release`, `requeue` or `requeuehold`."""
+        """`hold`, `uhold` or `release`."""
         ...
 
     def update(

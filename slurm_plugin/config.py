@@ -113,6 +113,7 @@ class SlurmClusterConfig:
     refresh_s: float = 30.0  # rediscovery of nodes and partitions
     command_timeout_s: float = 30.0
     unreachable_backoff_s: float = 2.0  # submit fails fast this long after a failure
+    predict_ttl_s: float = 5.0  # one answer of Slurm's planner serves a job shape this long
     containers: ContainerConfig = ContainerConfig()
     native_dependencies: bool = True  # pass dependencies among this cluster's jobs to Slurm
 
@@ -176,6 +177,7 @@ _CLUSTER_KEYS = {
     "refresh_s",
     "command_timeout_s",
     "unreachable_backoff_s",
+    "predict_ttl_s",
     "containers",
     "native_dependencies",
 }
@@ -315,6 +317,7 @@ def _named_cluster(where: str, name: str, data: Mapping[str, Any]) -> SlurmClust
         refresh_s=_float(where, data, "refresh_s", 30.0),
         command_timeout_s=_float(where, data, "command_timeout_s", 30.0),
         unreachable_backoff_s=_float(where, data, "unreachable_backoff_s", 2.0),
+        predict_ttl_s=_float(where, data, "predict_ttl_s", 5.0),
         containers=_containers(where, data.get("containers", {})),
         native_dependencies=bool(data.get("native_dependencies", True)),
         **kwargs,

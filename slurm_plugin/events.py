@@ -7,6 +7,8 @@
   Slurm shows;
 - finished -> `FINISHED` with state, reason, wait status and derived exit code, end time;
 - a Slurm job that neither slurmctld nor slurmdbd knows -> `LOST`;
+- a job Caldera withdrew (cancelled while held, never started) -> `WITHDRAWN`, not an end:
+  the gateway places the same run again;
 - the cluster cannot be reached -> `OBSERVED` with the job's last known state and
   `Reason.CLUSTER_UNREACHABLE`;
 - sacct steps -> `STEP` events with Caldera's job id.
@@ -28,6 +30,7 @@ __all__ = [
     "step_event",
     "submitted_event",
     "unreachable_event",
+    "withdrawn_event",
 ]
 
 
@@ -70,6 +73,20 @@ def finished_event(
         message=text or row.state_desc,
         run=run,
         started_at=row.start_time or None,
+    )
+
+
+def withdrawn_event(
+    job_id: int, row: JobStatus, cluster: str, now: float, run: int = 0
+) -> BackendEvent:
+    """Caldera withdrew the job from Slurm before it started: the run waits again."""
+    return BackendEvent(
+        job_id=job_id,
+        kind=EventKind.WITHDRAWN,
+        time=row.end_time or now,
+        backend_id=row.ref.text,
+        message=f"withdrawn from cluster {cluster}",
+        run=run,
     )
 
 

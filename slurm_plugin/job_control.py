@@ -32,7 +32,9 @@ class SlurmJobControl(Watcher):
     def _ref(self, job: Job) -> SlurmRef | None:
         raise NotImplementedError
 
-    def _adopt_from_queue(self, job: Job, user: str | None) -> SlurmRef | None:
+    def _adopt_from_queue(
+        self, job: Job, user: str | None, *, marked: bool = False
+    ) -> SlurmRef | None:
         raise NotImplementedError
 
     def _track(self, job: Job, ref: SlurmRef, user: str | None) -> None:

@@ -5,7 +5,9 @@
   backend id is `S` or `S_i`.
 - the tag: `caldera:<instance>:<job id>[/<run>]` at the start of the Slurm job's comment
   makes every submission findable (idempotent submit, reconcile after a restart); the run
-  (Caldera's restart count) makes a job Caldera requeued a new Slurm job.
+  (Caldera's restart count) makes a job Caldera requeued a new Slurm job. While Caldera
+  withdraws a job (slurm_plugin.withdraw) the tag is followed by `caldera-withdraw`: the
+  intent survives a gateway killed half-way, and the cancelled job is recognisably withdrawn.
 - states, reasons, exit codes (wait statuses) and signals.
 - output paths: `%j`, `%A`, `%a` name Caldera's ids, not Slurm's.
 - dependencies: Caldera ids to Slurm ids when every target runs on the same cluster.
@@ -27,11 +29,15 @@ __all__ = [
     "backend_id",
     "caldera_output_path",
     "make_tag",
+    "marked_for_withdrawal",
     "native_dependency",
     "parse_backend_id",
     "parse_tag",
     "reason_from_slurm",
     "slurm_state",
+    "tagged_comment",
+    "user_comment",
+    "withdrawal_comment",
 ]
 
 
@@ -86,14 +92,30 @@ def tagged_comment(instance: str, job_id: int, comment: str | None, run: int = 0
     return f"{tag} {comment}" if comment else tag
 
 
+WITHDRAW_MARK = "caldera-withdraw"
+
+
+def withdrawal_comment(instance: str, job_id: int, comment: str | None, run: int = 0) -> str:
+    """The comment of a Slurm job Caldera is withdrawing: the tag, the mark, the user's."""
+    return tagged_comment(instance, job_id, f"{WITHDRAW_MARK} {comment or ''}".strip(), run)
+
+
+def marked_for_withdrawal(comment: str | None) -> bool:
+    """Whether a tagged comment carries the withdrawal mark."""
+    m = _TAG.match(comment or "")
+    return m is not None and (comment or "")[m.end() :].split(" ", 1)[0] == WITHDRAW_MARK
+
+
 def user_comment(comment: str | None) -> str | None:
-    """The user's part of a tagged comment."""
+    """The user's part of a tagged comment (without a withdrawal mark)."""
     if not comment:
         return None
     m = _TAG.match(comment)
     if m is None:
         return comment
     rest = comment[m.end() :].strip()
+    if rest.split(" ", 1)[0] == WITHDRAW_MARK:
+        rest = rest[len(WITHDRAW_MARK) :].strip()
     return rest or None
 
 

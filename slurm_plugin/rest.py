@@ -306,7 +306,7 @@ class RestClient:
             raise SlurmRejected(_message(errors) if errors else f"HTTP {status}")
 
     def control(self, ref: SlurmRef, action: str, identity: Identity | None = None) -> None:
-        """hold/release through a job update; requeue is not in the REST API of 22.05."""
+        """hold/uhold/release through a job update."""
         if action in ("hold", "uhold"):
             self._update(ref, {"hold": True}, identity)
         elif action == "release":

@@ -1,6 +1,12 @@
 """The watcher half of SlurmBackend: it reads Slurm's queue, turns what changed into
 events, resolves jobs that left the queue (slurmctld by id, slurmdbd, sacct's submit
 lines) and fetches accounting steps. A mixin: SlurmBackend holds the state it works on.
+
+A job Caldera withdraws (slurm_plugin.withdraw) is never reported CANCELLED: while held it
+is no news, and once gone nothing is reported when `withdraw` answered the gateway, else
+(a withdrawal the watcher finished, or one found after a restart) it is reported WITHDRAWN.
+A job marked for withdrawal that no withdrawal of this process is working on (a gateway
+killed half-way) is withdrawn when it still pends, and unmarked when it started.
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ from slurm_plugin.events import (
     step_event,
     submitted_event,
     unreachable_event,
+    withdrawn_event,
 )
-from slurm_plugin.mapping import SlurmRef, make_tag, parse_tag
+from slurm_plugin.mapping import SlurmRef, make_tag, marked_for_withdrawal, parse_tag
 from slurm_plugin.statuses import event_kind
 
 __all__ = ["FORGET_AFTER_S", "MISSING_GRACE_S", "Tracked", "Watcher"]
@@ -59,6 +66,13 @@ class Tracked:
     missing_tries: int = 0
     first_missing: float | None = None
     finished_at: float | None = None  # monotonic
+    withdrawing: bool = False  # a withdrawal of this process works on it now
+    withdrawn: bool = False  # `withdraw` answered the gateway: gone, never to start
+
+
+def withdrawn_row(row: JobStatus) -> bool:
+    """A Slurm job cancelled by a withdrawal before it started (no nodes ever)."""
+    return row.state is JobState.CANCELLED and not row.nodes and marked_for_withdrawal(row.comment)
 
 
 class Watcher:
@@ -78,6 +92,14 @@ class Watcher:
     _unreachable_since: float | None
     _last_failure: float | None
     _last_error: str
+
+    def _resume_withdrawal(self, t: Tracked) -> None:
+        """Finish the withdrawal of a marked job that still pends (slurm_plugin.withdraw)."""
+        raise NotImplementedError
+
+    def _drop_mark(self, t: Tracked) -> None:
+        """Unmark a marked job that started (its withdrawal lost the race)."""
+        raise NotImplementedError
 
     # --- reachability -----------------------------------------------------------------
 
@@ -134,11 +156,13 @@ class Watcher:
         by_tag: dict[tuple[int, int], JobStatus] = {}
         for r in rows:
             key = parse_tag(r.comment, self.config.instance)
-            if key is not None:
+            if key is not None and not withdrawn_row(r):  # a withdrawn run is no later one
                 by_tag[key] = r
         events: list[BackendEvent] = []
         finished: list[tuple[Tracked, JobStatus]] = []
         missing: list[Tracked] = []
+        resume: list[Tracked] = []
+        unmark: list[Tracked] = []
         mono = time.monotonic()
         for t in active:
             tag = (t.job.job_id, t.job.restart_count)
@@ -165,9 +189,15 @@ class Watcher:
                 events.append(submitted_event(t.job.job_id, row, now, t.job.restart_count))
             if t.slurm_user is None and row.user:
                 t.slurm_user = row.user
-            if event_kind(row.state) is EventKind.FINISHED:
+            kind = event_kind(row.state)
+            if kind is EventKind.FINISHED:
                 finished.append((t, row))
                 continue
+            marked = marked_for_withdrawal(row.comment) and not t.withdrawing
+            if marked:
+                (resume if kind is EventKind.PENDING else unmark).append(t)
+            if kind is EventKind.PENDING and (t.withdrawing or marked):
+                continue  # the withdrawal's hold is no news for the gateway
             seen = (row.state, row.reason, row.nodes)
             if seen != t.announced:
                 t.announced, t.last_state = seen, row.state
@@ -180,6 +210,10 @@ class Watcher:
             events += self._finish(finished, now)
         if missing:
             events += self._resolve_missing(missing, now)
+        for t in resume:
+            self._resume_withdrawal(t)
+        for t in unmark:
+            self._drop_mark(t)
         return events
 
     def _went_unreachable(
@@ -229,6 +263,14 @@ class Watcher:
                 final = replace(
                     row, exit_code=final.exit_code, derived_exit_code=(final.derived_exit_code)
                 )
+            if withdrawn_row(final) or (t.withdrawn and not final.nodes):
+                if not (t.withdrawn or t.withdrawing):  # the gateway got no answer
+                    events.append(
+                        withdrawn_event(t.job.job_id, final, self.name, now, t.job.restart_count)
+                    )
+                t.finished, t.finished_row, t.last_state = True, final, final.state
+                t.finished_at = mono
+                continue
             events.append(
                 finished_event(
                     t.job.job_id, final, self.config.node_prefix, now, t.job.restart_count
@@ -290,11 +332,12 @@ class Watcher:
                     exit_code=rec.exit_code,
                     derived_exit_code=rec.derived_exit_code,
                 )
-                events.append(
-                    finished_event(
-                        t.job.job_id, row, self.config.node_prefix, now, t.job.restart_count
+                if not (t.withdrawn and not rec.nodes):  # else the gateway has its answer
+                    events.append(
+                        finished_event(
+                            t.job.job_id, row, self.config.node_prefix, now, t.job.restart_count
+                        )
                     )
-                )
                 t.finished, t.finished_row, t.last_state = True, row, rec.state
                 t.finished_at = time.monotonic()
                 events += [

@@ -30,6 +30,8 @@ from gateway.api.policy_routes import policy_router
 from gateway.api.privacy import script_answer
 from gateway.api.site_doc import site_document
 from gateway.api.squeue_route import squeue_router
+from gateway.api.submit_clusters import cluster_choice, refusal, streams_on_cluster
+from gateway.compat.clusters import ClusterSelectError
 from gateway.compat.errors import CompatError
 from gateway.compat.optypes import EarlyExit, ParseContext
 from gateway.compat.sbatch import first_pass
@@ -207,12 +209,17 @@ async def submit_answer(gw: Gateway, caller: Caller, body: SbatchBody) -> dict[s
         token=body.token,
         retry=body.retry,
     )
+    try:  # -M/--clusters naming no known cluster: Slurm's refusal, nothing stored
+        clusters = cluster_choice(gw, caller, call)
+    except ClusterSelectError as exc:
+        return refusal(exc)
     out = await gw.metrics.timed_submit(gw.sbatch(call, caller))  # /metrics: submit latency
     need = out.need_script
+    stdout, stderr = await streams_on_cluster(gw, out, clusters)
     return {
         "job_id": out.job_id,
-        "stdout": out.stdout,
-        "stderr": out.stderr,
+        "stdout": stdout,
+        "stderr": stderr,
         "exit_code": out.exit_code,
         "wait": out.wait,
         # a wrong guess of the script: what /v1/sbatch/locate would have said
@@ -331,6 +338,7 @@ def build_app(gw: Gateway) -> FastAPI:
         return {
             "status": "ok",
             "cluster": gw.config.cluster_name,
+            "clusters": sorted(gw.clusters),  # every cluster's name, for -M/--clusters
             "uid": caller.uid,
             "user": caller.user,
             "operator": caller.operator,

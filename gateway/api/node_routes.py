@@ -8,7 +8,6 @@ running there go on (the node shows DRAINING until they end, then DRAINED).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
@@ -18,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from gateway.compat.hostlist import expand
 from gateway.control.gateway import Gateway
+from gateway.control.node_admin_ops import drain_nodes, resume_nodes
 from gateway.control.submit import Caller
 from gateway.model.cluster import NodeState
 from gateway.model.codec import node_to_dict, partition_to_dict
@@ -74,17 +74,13 @@ async def update_nodes(gw: Gateway, caller: Caller, body: NodeUpdateBody) -> dic
         if not body.reason:
             raise _fail(2030, "You must specify a reason when DOWNING or DRAINING a node")
         drain = [NodeAdmin(n, body.reason, caller.uid, caller.user, now) for n in names]
-        await asyncio.to_thread(gw.store.set_node_admin, drain, [])
-        gw.drained.update({a.node: a for a in drain})
+        await drain_nodes(gw, drain)
     elif state in ("RESUME", "UNDRAIN"):
         if state == "RESUME" and any(n not in gw.drained for n in names):
             raise _fail(2014, "Invalid node state specified")
-        await asyncio.to_thread(gw.store.set_node_admin, [], names)
-        for n in names:
-            gw.drained.pop(n, None)
+        await resume_nodes(gw, names)
     else:
         raise _fail(2014, "Invalid node state specified")
-    gw.wake()
     return {"nodes": names, "state": state}
 
 
@@ -118,13 +114,21 @@ def node_router(
                     d["reason_uid"] = admin.uid
                 out_nodes.append(d)
         site = site_of(gw)
-        # one default partition, as in Slurm: the first cluster's (the local site's)
-        parts = [
-            {**partition_to_dict(p), "default": p.name == site["default_partition"]}
-            for c in gw.clusters.values()
-            for p in c.partitions
-        ]
-        return {"now": time.time(), "site": site, "nodes": out_nodes, "partitions": parts}
+        # one default partition, as in Slurm: the first cluster's (the local site's); a
+        # partition several clusters offer is one partition over all their nodes
+        parts: dict[str, dict[str, Any]] = {}
+        for c in gw.clusters.values():
+            for p in c.partitions:
+                seen = parts.get(p.name)
+                if seen is not None:
+                    seen["nodes"] = [*seen["nodes"], *p.nodes]
+                    continue
+                parts[p.name] = {
+                    **partition_to_dict(p),
+                    "default": p.name == site["default_partition"],
+                }
+        listed = list(parts.values())
+        return {"now": time.time(), "site": site, "nodes": out_nodes, "partitions": listed}
 
     @router.post("/v1/nodes/update")
     async def update(request: Request, body: NodeUpdateBody) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from gateway.control.gateway import Gateway
 from gateway.model.cluster import ClusterState
+from gateway.scheduler.licenses import license_usage
 
 __all__ = ["site_document"]
 
@@ -47,4 +48,8 @@ def site_document(gw: Gateway) -> dict[str, Any]:
         "job_requeue": gw.config.job_requeue,
         "max_array_size": gw.config.max_array_size,
         "cluster": gw.config.cluster_name,
+        "clusters": sorted(gw.clusters),  # every cluster's name, for -M/--clusters
+        "licenses": [
+            [u.name, u.total, u.used] for u in license_usage(clusters, gw.jobs.active.values())
+        ],
     }

@@ -24,7 +24,9 @@ __all__ = [
     "JobControl",
     "NativeDependencies",
     "PlacesItself",
+    "PredictsStart",
     "UpdatesTimeLimit",
+    "Withdraws",
     "capabilities_of",
 ]
 
@@ -99,6 +101,28 @@ class Closes(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class PredictsStart(Protocol):
+    """The backend can tell when a job would start on it (its own planner: Slurm's
+    `sbatch --test-only`), which multi-cluster routing compares across clusters."""
+
+    def predict_start(self, job: Job, partition: str) -> float | None:
+        """Epoch seconds the job would start in `partition`; None when unknown. Blocking:
+        called in a worker thread."""
+        ...
+
+
+@runtime_checkable
+class Withdraws(Protocol):
+    """The backend can take back a run it queues but has not started, safely against the
+    race with its start (routing moves such a job to another cluster)."""
+
+    def withdraw(self, job: Job) -> bool:
+        """True: the run is gone and never starts; False: it has started (it stays).
+        BackendError(retryable=True) when the backend cannot answer now."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """The optional abilities of one backend (None: it has not got that one)."""
@@ -110,6 +134,8 @@ class Capabilities:
     native_dependencies: NativeDependencies | None = None
     accounting: Accounting | None = None
     closes: Closes | None = None
+    predicts_start: PredictsStart | None = None
+    withdraws: Withdraws | None = None
 
 
 def capabilities_of(backend: Backend) -> Capabilities:
@@ -122,4 +148,6 @@ def capabilities_of(backend: Backend) -> Capabilities:
         native_dependencies=backend if isinstance(backend, NativeDependencies) else None,
         accounting=backend if isinstance(backend, Accounting) else None,
         closes=backend if isinstance(backend, Closes) else None,
+        predicts_start=backend if isinstance(backend, PredictsStart) else None,
+        withdraws=backend if isinstance(backend, Withdraws) else None,
     )

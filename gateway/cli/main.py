@@ -15,6 +15,7 @@ from typing import IO, NoReturn
 import click
 
 from gateway.cli.client import Client, GatewayUnavailable
+from gateway.cli.progress import Ticker
 from gateway.control.config import default_home, load_config
 from gateway.simulate.cli import simulate_command
 
@@ -100,7 +101,8 @@ def up(foreground: bool, timeout: float, force_damaged_store: bool) -> None:
         os.close(report_w)
         os.close(log)
     deadline = time.monotonic() + timeout
-    with os.fdopen(report_r, "rb") as report:
+    # a progress line on a terminal while the daemon opens its store and backends
+    with Ticker("caldera: starting the gateway", timeout), os.fdopen(report_r, "rb") as report:
         said = _read_report(report, deadline)
     if said.startswith("error: "):
         _died(config.home, proc, said.removeprefix("error: "))

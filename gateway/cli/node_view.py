@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.compat.fmt_common import NodeExtras
-from gateway.model.cluster import ClusterState
+from gateway.compat.fmt_common import NodeExtras, PartitionExtras
+from gateway.model.cluster import ClusterState, Partition
 from gateway.model.codec import node_from_dict, partition_from_dict
 
-__all__ = ["nodes_view"]
+__all__ = ["nodes_view", "partition_extras"]
 
 _EXTRA_KEYS = (
     "alloc_cpus",
@@ -35,7 +35,20 @@ def nodes_view(data: dict[str, Any]) -> tuple[ClusterState, dict[str, NodeExtras
             reason_time=None if when is None else float(when),
             reason_user=raw.get("reason_user"),
             reason_uid=raw.get("reason_uid"),
+            weight=node.weight,
         )
     parts = tuple(partition_from_dict(p) for p in data["partitions"])
     name = data["nodes"][0].get("cluster", "caldera") if data["nodes"] else "caldera"
     return ClusterState(name=name, nodes=tuple(nodes), partitions=parts), extras
+
+
+def partition_extras(part: Partition) -> PartitionExtras:
+    """What a configured partition adds to `scontrol show partition`: OverSubscribe as
+    slurmctld's max_share (0 EXCLUSIVE, 1 NO, n YES:n, n|0x8000 FORCE:n), DefMemPerCPU, State."""
+    kind, _, num = part.oversubscribe.partition(":")
+    share = {"EXCLUSIVE": 0, "NO": 1}.get(kind, int(num or 4))
+    return PartitionExtras(
+        max_share=share | (0x8000 if kind == "FORCE" else 0),
+        def_mem_per_cpu=part.def_mem_per_cpu_mb,
+        state="DOWN" if part.state == "UP" and not part.up else part.state,
+    )

@@ -168,6 +168,18 @@ def _query(opts: ParsedCmd, now: float) -> dict[str, object]:
     return query
 
 
+def _on_clusters(jobs: list[Job], text: str | None, every: bool) -> list[Job]:
+    """sacct -M list: the records of those clusters (names compared without regard to case,
+    as slurmdbd does; a name it does not know matches nothing, without a word); -L or -M all:
+    every cluster's. Without either, every cluster of the site too: a Caldera site is one
+    queue over its clusters."""
+    if every or text is None or text.lower() == "all":
+        return jobs
+    from gateway.compat.clusters import on_clusters
+
+    return on_clusters(jobs, [w for w in text.split(",") if w])
+
+
 def _url(query: dict[str, object]) -> str:
     from urllib.parse import urlencode
 
@@ -212,7 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GatewayError as exc:
         sys.stderr.write(f"{_PROG}: error: {exc}\n")
         return 1
-    jobs: list[Job] = [job_from_dict(j) for j in data["jobs"]]
+    jobs: list[Job] = _on_clusters(
+        [job_from_dict(j) for j in data["jobs"]], opts.text("clusters"), opts.flag("allclusters")
+    )
     steps: dict[int, list[Step]] = {}
     for s in data["steps"]:
         step = step_from_dict(s)

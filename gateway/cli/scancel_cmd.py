@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from gateway.cli.client import ApiError, Client, GatewayUnavailable
 from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
+from gateway.cli.progress import Ticker
 from gateway.compat.options_help import SLURM_COMPAT_VERSION
 from gateway.compat.quantity import signal_name_to_num
 
@@ -86,6 +87,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"{_PROG}: error: No job identification provided\n")
         return 1
     states = [s for s in (opts.text("state") or "").split(",") if s] or None
+    if opts.text("clusters") is not None:
+        scoped = _on_clusters(opts.text("clusters") or "", ids, filters)
+        if isinstance(scoped, int):
+            return scoped
+        ids = scoped
+        if not ids:  # nothing of the list is on those clusters: Slurm says nothing
+            return 0
     body = {
         "ids": ids,
         "signal": signal,
@@ -96,7 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "partition": opts.text("partition"),
     }
     try:
-        data = Client().post("/v1/jobs/signal", body)
+        what = "signalling" if signal is not None else "cancelling"
+        with Ticker(f"{_PROG}: {what} {' '.join(ids)[:40]}".rstrip(), delay_s=0.5):
+            data = Client().post("/v1/jobs/signal", body)
     except GatewayUnavailable as exc:
         sys.stderr.write(f"{_PROG}: error: Unable to contact slurm controller ({exc})\n")
         return 1
@@ -118,6 +128,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code not in quiet_codes or signal not in (None, 9):
             rc = code & 0xFF
     return rc
+
+
+def _on_clusters(text: str, ids: list[str], filters: bool) -> list[str] | int:
+    """scancel -M: only jobs on the named clusters (Slurm asks only their controllers, so an
+    id that is elsewhere is silently not found). With filters and no ids: every job there,
+    for the gateway to filter. An int is the exit code (no such cluster: Slurm's words)."""
+    from gateway.cli.common import GatewayError, fetch_jobs
+    from gateway.compat.clusters import ClusterSelectError, choose_clusters, on_clusters
+
+    try:
+        jobs, _, data = fetch_jobs()
+    except GatewayError as exc:
+        sys.stderr.write(f"{_PROG}: error: Unable to contact slurm controller ({exc})\n")
+        return 1
+    site = data.get("site") or {}
+    try:
+        choice = choose_clusters(
+            _PROG, text, site.get("clusters") or [str(data.get("cluster", "caldera"))]
+        )
+    except ClusterSelectError as exc:
+        sys.stderr.write(exc.stderr)
+        return exc.exit_code
+    sys.stderr.write(choice.stderr)
+    there = on_clusters(jobs, choice.names)
+    if not ids:
+        return [str(j.job_id) for j in there if not j.state.is_finished] if filters else []
+    known = {str(j.job_id) for j in there} | {str(j.array_job_id) for j in there}
+    return [i for i in ids if i.split("_", 1)[0] in known]
 
 
 if __name__ == "__main__":

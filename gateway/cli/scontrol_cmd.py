@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from gateway.cli.common import GatewayError, call, cluster_from, fetch_jobs, site_from, write_out
-from gateway.cli.node_view import nodes_view
+from gateway.cli.node_view import nodes_view, partition_extras
 from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
 from gateway.compat.cnum import strtol
 from gateway.compat.duration import time_str_to_mins
@@ -63,7 +63,7 @@ def _is(word: str, command: str, minimum: int = 3) -> bool:
     return len(w) >= min(minimum, len(command)) and command.startswith(w)
 
 
-def _show(args: list[str], oneliner: bool) -> int:
+def _show(args: list[str], oneliner: bool, cluster: str | None = None) -> int:
     if not args:
         raise _Fail("too few arguments for keyword:show")
     if len(args) > 2:
@@ -86,19 +86,22 @@ def _show(args: list[str], oneliner: bool) -> int:
         write_out(compress(expand(rest[0] if rest else "")) + "\n")
         return 0
     if _is(what, "job", 1) or _is(what, "jobs", 1):
-        return _show_jobs(rest, oneliner)
+        return _show_jobs(rest, oneliner, cluster)
     if _is(what, "nodes", 1):
         return _show_nodes(rest, oneliner)
     if _is(what, "partitions", 1):
         return _show_partitions(rest, oneliner)
     if _is(what, "config", 1):
         return _show_config()
+    if _is(what, "licenses", 2):
+        return _show_licenses(rest, oneliner)
     if _is(what, "steps", 2):
         return _show_steps(rest, oneliner)
     raise _Fail(f"invalid entity:{what} for keyword:show")
 
 
-def _show_jobs(rest: list[str], oneliner: bool) -> int:
+def _show_jobs(rest: list[str], oneliner: bool, cluster: str | None = None) -> int:
+    from gateway.compat.clusters import on_clusters
     from gateway.compat.show_fmt import show_job
 
     try:
@@ -111,6 +114,8 @@ def _show_jobs(rest: list[str], oneliner: bool) -> int:
             jobs, now, data = fetch_jobs()
     except GatewayError as exc:
         raise _Fail(f"slurm_load_jobs error: {exc}") from exc
+    if cluster is not None:  # -M: that cluster's controller knows only its own jobs
+        jobs = on_clusters(jobs, (cluster,))
     if rest and "_" in rest[0] and jobs:
         task = int(rest[0].split("_", 1)[1])
         jobs = [
@@ -152,6 +157,19 @@ def _show_nodes(rest: list[str], oneliner: bool) -> int:
     return 0
 
 
+def _show_licenses(rest: list[str], oneliner: bool) -> int:
+    from gateway.compat.show_lic import show_licenses
+    from gateway.scheduler.licenses import LicenseUse
+
+    try:
+        data = call("GET", "/v1/nodes")
+    except GatewayError as exc:
+        raise _Fail(f"slurm_load_license error: {exc}") from exc
+    uses = [LicenseUse(str(n), int(t), int(u)) for n, t, u in data["site"].get("licenses", ())]
+    write_out(show_licenses(uses, rest[0] if rest else None, one_liner=oneliner))
+    return 0
+
+
 def _show_partitions(rest: list[str], oneliner: bool) -> int:
     from gateway.compat.show_fmt import show_partition
 
@@ -163,7 +181,12 @@ def _show_partitions(rest: list[str], oneliner: bool) -> int:
     parts = [p for p in cluster.partitions if not rest or p.name == rest[0]]
     if not parts:
         raise _Fail(f"Partition {rest[0]} not found")
-    write_out("".join(show_partition(p, cluster, one_liner=oneliner) for p in parts))
+    write_out(
+        "".join(
+            show_partition(p, cluster, extras=partition_extras(p), one_liner=oneliner)
+            for p in parts
+        )
+    )
     return 0
 
 
@@ -350,12 +373,12 @@ def _update(args: list[str]) -> int:
     return _report(data["results"], "update")
 
 
-def _run(words: list[str], oneliner: bool) -> int:
+def _run(words: list[str], oneliner: bool, cluster: str | None = None) -> int:
     if not words:
         raise _Fail("no command given")
     cmd, rest = words[0].lower(), words[1:]
     if _is(cmd, "show", 2):
-        return _show(rest, oneliner)
+        return _show(rest, oneliner, cluster)
     if _is(cmd, "update", 2):
         return _update(rest)
     if _is(cmd, "ping", 2):
@@ -367,6 +390,25 @@ def _run(words: list[str], oneliner: bool) -> int:
         write_out(f"slurm {SLURM_COMPAT_VERSION}\n")
         return 0
     raise _Fail(f"invalid keyword: {words[0]}")
+
+
+def _one_cluster(text: str | None) -> str | None:
+    """`-M name`: the one cluster scontrol talks to (Slurm's words for an unknown name or
+    for several); None without -M."""
+    if text is None:
+        return None
+    from gateway.compat.clusters import ClusterSelectError, choose_clusters
+
+    pong = call("GET", "/v1/ping")
+    known = pong.get("clusters") or [str(pong.get("cluster", "caldera"))]
+    try:
+        choice = choose_clusters(_PROG, text, known)
+    except ClusterSelectError as exc:
+        raise _Fail(exc.stderr.rstrip("\n")) from None
+    sys.stderr.write(choice.stderr)
+    if len(choice.names) > 1:
+        raise _Fail(f"{_PROG}: fatal: Only one cluster can be used at a time with scontrol")
+    return choice.names[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -384,7 +426,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(f"slurm {SLURM_COMPAT_VERSION}\n")
         return 0
     try:
-        return _run(opts.operands, opts.flag("oneliner"))
+        cluster = _one_cluster(opts.text("clusters"))
+        return _run(opts.operands, opts.flag("oneliner"), cluster)
     except _Fail as exc:
         sys.stderr.write("\n".join(exc.lines) + "\n")
         return 1

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from gateway.cli.common import GatewayError, call, write_out
-from gateway.cli.node_view import nodes_view
+from gateway.cli.node_view import nodes_view, partition_extras
 from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
+from gateway.compat.clusters import ClusterSelectError, blocks, choose_clusters, split_state
+from gateway.compat.fmt_common import NodeExtras
 from gateway.compat.options_help import SLURM_COMPAT_VERSION
 from gateway.compat.sinfo_fmt import render_sinfo
 from gateway.compat.sinfo_fmt_group import SinfoOptions
+from gateway.model.cluster import ClusterState
 
 __all__ = ["main"]
 
@@ -108,7 +112,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         responding=opts.flag("responding"),
         dead=opts.flag("dead"),
     )
-    write_out(render_sinfo(cluster, options, now=float(data["now"]), node_extras=extras))
+    now = float(data["now"])
+    if opts.text("clusters") is None:
+        pex = {p.name: partition_extras(p) for p in cluster.partitions}
+        write_out(render_sinfo(cluster, options, now=now, node_extras=extras, partition_extras=pex))
+        return 0
+    return _by_cluster(opts.text("clusters") or "", data, cluster, options, extras, now)
+
+
+def _by_cluster(
+    text: str,
+    data: dict[str, Any],
+    site: ClusterState,
+    options: SinfoOptions,
+    extras: dict[str, NodeExtras],
+    now: float,
+) -> int:
+    """sinfo -M list|all: each cluster's partitions and nodes under `CLUSTER: name`."""
+    try:
+        choice = choose_clusters(_PROG, text, data["site"].get("clusters") or [site.name])
+    except ClusterSelectError as exc:
+        sys.stderr.write(exc.stderr)
+        return exc.exit_code
+    sys.stderr.write(choice.stderr)
+    owner = {str(n["name"]): str(n.get("cluster", site.name)) for n in data["nodes"]}
+    views = split_state(site, owner, choice.names)
+    parts = [
+        (name, render_sinfo(views[name], options, now=now, node_extras=extras))
+        for name in choice.names
+    ]
+    write_out(blocks(parts, options.noheader))
     return 0
 
 

@@ -13,6 +13,7 @@ from gateway.compat.options_help import SLURM_COMPAT_VERSION
 from gateway.model.state import JobState
 
 if TYPE_CHECKING:
+    from gateway.compat.squeue_fmt import SqueueOptions
     from gateway.model.job import Job
 
 # The gateway renders (POST /v1/squeue/render): the job model, its codec and the
@@ -248,6 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("\n".join(exc.lines) + "\n")
         return 1
     json_out = opts.flag("json") or opts.flag("yaml")
+    if opts.text("clusters") is not None and not json_out and "steps" not in opts.values:
+        return _render_clusters(opts, states, all_states, users, job_ids)
     if json_out or "steps" not in opts.values:
         body: dict[str, Any] = {
             "format": opts.text("format"),
@@ -285,7 +288,7 @@ def _render_here(
 ) -> int:
     """squeue from the GET /v1/jobs document (the gateway did not render)."""
     from gateway.cli.common import GatewayError, fetch_jobs, site_from, write_out
-    from gateway.compat.squeue_fmt import SqueueOptions, render_squeue
+    from gateway.compat.squeue_fmt import render_squeue
 
     try:
         jobs, now, data = fetch_jobs()
@@ -306,7 +309,24 @@ def _render_here(
         if unknown and len(unknown) == len(job_ids) and not all_states:
             sys.stderr.write("slurm_load_jobs error: Invalid job id specified\n")
             return 1
-    options = SqueueOptions(
+    write_out(
+        render_squeue(jobs, _options(opts, states, all_states, users, job_ids, data), now=now)
+    )
+    return 0
+
+
+def _options(
+    opts: ParsedCmd,
+    states: tuple[JobState, ...] | None,
+    all_states: bool,
+    users: tuple[str, ...],
+    job_ids: tuple[str, ...],
+    data: dict[str, Any],
+) -> SqueueOptions:
+    from gateway.cli.common import site_from
+    from gateway.compat.squeue_fmt import SqueueOptions
+
+    return SqueueOptions(
         format=opts.text("format"),
         format_long=opts.text("format_long"),
         long=opts.flag("long"),
@@ -322,9 +342,53 @@ def _render_here(
         partitions=_split(opts.text("partitions")),
         names=_split(opts.text("name")),
         max_array_size=int(data.get("site", {}).get("max_array_size", 1001)),
-        site=site,
+        site=site_from(data),
     )
-    write_out(render_squeue(jobs, options, now=now))
+
+
+# squeue -h over several clusters with its own formats: each line starts with the cluster
+_CLUSTER_PREFIX = 10
+
+
+def _render_clusters(
+    opts: ParsedCmd,
+    states: tuple[JobState, ...] | None,
+    all_states: bool,
+    users: tuple[str, ...],
+    job_ids: tuple[str, ...],
+) -> int:
+    """squeue -M list|all: each cluster's jobs under its `CLUSTER: name` line."""
+    from gateway.cli.common import GatewayError, fetch_jobs, write_out
+    from gateway.compat.clusters import ClusterSelectError, blocks, choose_clusters, on_clusters
+    from gateway.compat.squeue_fmt import render_squeue
+
+    try:
+        jobs, now, data = fetch_jobs()
+    except GatewayError as exc:
+        sys.stderr.write(f"slurm_load_jobs error: {exc}\n")
+        return 1
+    site = data.get("site") or {}
+    known = site.get("clusters") or [data.get("cluster", "caldera")]
+    try:
+        choice = choose_clusters(_PROG, opts.text("clusters") or "", known)
+    except ClusterSelectError as exc:
+        sys.stderr.write(exc.stderr)
+        return exc.exit_code
+    sys.stderr.write(choice.stderr)
+    options = _options(opts, states, all_states, users, job_ids, data)
+    noheader = opts.flag("noheader")
+    prefix = noheader and len(choice.names) > 1 and not (options.format or options.format_long)
+    dated = options.long and not noheader  # -l: the date once, above the first cluster
+    parts = []
+    date = ""
+    for name in choice.names:
+        text = render_squeue(on_clusters(jobs, [name]), options, now=now)
+        if dated:
+            date, _, text = text.partition("\n")
+        if prefix:
+            text = "".join(f"{name:<{_CLUSTER_PREFIX}} {line}" for line in text.splitlines(True))
+        parts.append((name, text))
+    write_out((f"{date}\n" if dated else "") + blocks(parts, noheader))
     return 0
 
 

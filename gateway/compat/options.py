@@ -1111,6 +1111,18 @@ OPTIONS: tuple[Option, ...] = (
         CT,
         Origin.CALDERA,
     ),
+    _opt(
+        "burst-after",
+        None,
+        R,
+        "burst_after_min",
+        c_str,
+        "[Caldera] wait this long at home before another cluster may run the job",
+        ("CALDERA_BURST_AFTER",),
+        "minutes",
+        CT,
+        Origin.CALDERA,
+    ),
 )
 
 BY_LONG: dict[str, Option] = {o.long: o for o in OPTIONS if o.long}

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
+from gateway.compat.clusters import cluster_of
 from gateway.compat.duration import mins_to_str
 from gateway.compat.fmt_common import UNIT_MEGA, convert_num_unit, hostlist_compress
 from gateway.compat.job_fmt_values import JobValues
@@ -245,7 +246,7 @@ SACCT_FIELDS: tuple[SacctField, ...] = (
     _F("AveRSS", 10, _S, lambda r: ""),
     _F("AveVMSize", 10, _S, lambda r: ""),
     _F("BlockID", 16, _S, lambda r: None),
-    _F("Cluster", 10, _S, lambda r: r.values.extras.cluster or r.job.cluster),
+    _F("Cluster", 10, _S, lambda r: r.values.extras.cluster or cluster_of(r.job)),
     _F("Comment", 14, _S, _job_only(lambda r: r.job.spec.comment)),
     _F("Constraints", 19, _S, _job_only(lambda r: r.job.spec.constraint or "")),
     _F("ConsumedEnergy", 14, _S, lambda r: "0"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal as _signal
 from collections.abc import Mapping, Sequence
 
+from gateway.compat.clusters import cluster_of
 from gateway.compat.fmt_common import (
     JobExtras,
     JsonValue,
@@ -195,11 +196,11 @@ def _job(
         },
         "association": {
             "account": job.account,
-            "cluster": ex.cluster or job.cluster,
+            "cluster": ex.cluster or cluster_of(job),
             "partition": None,
             "user": job.user,
         },
-        "cluster": ex.cluster or job.cluster,
+        "cluster": ex.cluster or cluster_of(job),
         "constraints": spec.constraint or "",
         "container": spec.container,
         "derived_exit_code": _exit(job.derived_exit_code, faithful),

@@ -183,6 +183,13 @@ def show_job(
     lines.append(node_line)
     if v.batch_host:
         lines.append(f"BatchHost={v.batch_host}")
+    if job.viable:  # routed over several clusters: Slurm federation's sibling line
+        handed = job.backend_id or job.state is not JobState.PENDING
+        active = job.cluster if handed else (job.routed_to or "")
+        lines.append(
+            f"FedOrigin={job.origin or '(null)'} FedViableSiblings={job.viable} "
+            f"FedActiveSiblings={active or '(null)'}"
+        )
     if job.state is JobState.PENDING:
         lo, hi = v.num_nodes, v.max_nodes
         if hi and hi < lo:
@@ -226,8 +233,6 @@ def show_job(
         tail.append(f"StdOut={v.stdout}")
     if "Switches" in req:
         tail.append(f"Switches={req['Switches']}")
-    if spec.burst:
-        tail.append(f"BurstBuffer={spec.burst}")
     if any(f is not None for f in ex.cpu_freq):  # the parts that are set, as Slurm spaces them
         low, high, gov = ex.cpu_freq
         tail.append(
@@ -256,6 +261,8 @@ def show_job(
         tail.append(f"MailUser={req['MailUser']} MailType={req['MailType']}")
     if spec.container:
         tail.append(f"Container={spec.container}")
+    if job.route_note:  # Caldera's own: the last routing decision and what it compared
+        tail.append(f"Routing={job.route_note}")
     return _end(lines + tail, one_liner)
 
 

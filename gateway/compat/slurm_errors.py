@@ -43,6 +43,7 @@ class SlurmErrno(Enum):
     )
     RESERVATION_INVALID = (2053, "Requested reservation is invalid")
     INVALID_TIME_VALUE = (2054, "Invalid time specified")
+    PARTITION_NOT_AVAIL = (2070, "Required partition not available (inactive or drain)")
     CIRCULAR_DEPENDENCY = (2071, "Circular job dependency")
     INVALID_GRES = (2072, "Invalid generic resource (gres) specification")
     JOB_NOT_PENDING = (2073, "Job is no longer pending execution")

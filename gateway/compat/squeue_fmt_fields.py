@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gateway.compat.clusters import cluster_of
 from gateway.compat.fmt_common import (
     hostlist_compress,
     hostlist_expand,
@@ -283,7 +284,7 @@ SQUEUE_FIELDS: tuple[SqueueField, ...] = (
     F(None, ("boardspernode",), "BOARDS_PER_NODE", lambda r: "N/A"),
     F(None, ("burstbuffer",), "BURST_BUFFER", lambda r: r.job.spec.burst),
     F(None, ("burstbufferstate",), "BURST_BUFFER_STATE", lambda r: None),
-    F(None, ("cluster",), "CLUSTER", lambda r: r.values.extras.cluster or r.job.cluster),
+    F(None, ("cluster",), "CLUSTER", lambda r: r.values.extras.cluster or cluster_of(r.job)),
     F(None, ("clusterfeature",), "CLUSTER_FEATURES", lambda r: None),
     F(None, ("container",), "CONTAINER", lambda r: r.job.spec.container),
     F(None, ("cpuspertask", "cpus-per-task"), "CPUS_PER_TASK",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from gateway.compat.clusters import cluster_of
 from gateway.compat.fmt_common import (
     JobExtras,
     JsonValue,
@@ -135,7 +136,7 @@ def _job(v: JobValues) -> dict[str, JsonValue]:
         "flags": _flags(v),
         "burst_buffer": _s(spec.burst),
         "burst_buffer_state": "",
-        "cluster": ex.cluster or job.cluster,
+        "cluster": ex.cluster or cluster_of(job),
         "cluster_features": "",
         "command": _s(v.command),
         "comment": _s(spec.comment),

@@ -350,6 +350,7 @@ def verify_component(
         stderr=_full(g("stderr"), workdir),
         stdin=_full(g("stdin", "/dev/null"), workdir),
         burst=_burst(g("burst")),
+        burst_after_min=_burst_after(g("burst_after_min")),
         extra=_extras(d),
         script_args=first.script_args,
     )
@@ -445,3 +446,15 @@ def _burst(value: str | None) -> str | None:
             f"Invalid --burst specification: {value} (expected never, allowed or prefer)"
         )
     return value.lower()
+
+
+def _burst_after(value: str | None) -> int | None:
+    """`--burst-after=MINUTES`: a whole number of minutes, 0 or more."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 9:
+        raise CompatError.error(
+            f"Invalid --burst-after specification: {value} (expected a number of minutes)"
+        )
+    return int(text)

@@ -67,13 +67,21 @@ def default_home() -> Path:
 
 @dataclass(frozen=True, slots=True)
 class LocalNodeConfig:
-    """One node of the local backend (several may share the machine, like `slurmd -N`)."""
+    """One node of the local backend (several may share the machine, like `slurmd -N`),
+    with what slurm.conf's NodeName= line says of it."""
 
     name: str
     cpus: int
     memory_mb: int
-    gpus: int = 0
+    gpus: int = 0  # GPUs of any type: the sum of `gres`'s gpu counts when that is given
     features: tuple[str, ...] = ()
+    sockets: int = 0  # 0: derived from cpus as slurmctld does (gateway/control/site.py)
+    cores_per_socket: int = 0
+    threads_per_core: int = 1
+    gres: tuple[tuple[str, str | None, int], ...] = ()  # (name, type, count)
+    weight: int = 1
+    state: str = "UNKNOWN"  # slurm.conf State=: DOWN and DRAIN nodes run nothing
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +93,10 @@ class PartitionConfig:
     default: bool = False
     max_time: str = "UNLIMITED"
     default_time: str | None = None
+    max_nodes: int | None = None  # None: UNLIMITED
+    def_mem_per_cpu_mb: int | None = None  # None: the site's def_mem_per_cpu_mb
+    oversubscribe: str = "NO"  # NO, EXCLUSIVE, YES:<n>, FORCE:<n>
+    state: str = "UP"  # UP, DOWN, DRAIN, INACTIVE
 
 
 def _machine_node() -> LocalNodeConfig:
@@ -107,6 +119,12 @@ class GatewayConfig:
     nodes: tuple[LocalNodeConfig, ...] = field(default_factory=lambda: (_machine_node(),))
     partitions: tuple[PartitionConfig, ...] = (PartitionConfig("debug", default=True),)
     def_mem_per_cpu_mb: int = 0  # 0: a job without a memory request may use the node's
+    # slurm.conf Licenses (name, total) and EnforcePartLimits (NO, ANY, ALL)
+    licenses: tuple[tuple[str, int], ...] = ()
+    enforce_part_limits: str = "NO"
+    # the [local] table: `slurm_conf` names a slurm.conf whose nodes, partitions, licences,
+    # DefMemPerCPU and EnforcePartLimits describe the local site (gateway/control/site.py)
+    local: dict[str, Any] | None = None
     max_array_size: int = 1001
     kill_wait_s: int = 30
     time_scale: float = 1.0  # real seconds per job second (tests shorten time limits)
@@ -120,6 +138,10 @@ class GatewayConfig:
     qos: tuple[str, ...] = ("normal",)
     accept_any_qos: bool = True
     job_requeue: bool = True
+    # slurm.conf PreemptType, PreemptMode, PreemptExemptTime (gateway/policy/preempt_rules.py)
+    preempt_type: str = "preempt/none"
+    preempt_mode: str = "OFF"
+    preempt_exempt_time: str = "0"
     socket_mode: int = 0o666  # every local user may connect; peer credentials decide
     # API socket bounds (gateway/api/limits.py): idle connections are closed, and one uid
     # may hold only so many open (operators more)
@@ -133,6 +155,8 @@ class GatewayConfig:
     # Slurm and Kubernetes clusters from [[cluster]] tables (the local one sets the fields
     # above instead)
     clusters: tuple[ClusterEntry, ...] = ()
+    # [routing]: multi-cluster routing and bursting, parsed by gateway/federation/config.py
+    routing: Mapping[str, Any] | None = None
     # Slurm clusters behind the gateway: the [slurm] table (slurm_plugin/clusters.example.toml)
     slurm: dict[str, Any] | None = None
     # Kubernetes clusters behind the gateway: the [kubernetes] table (k8s_bridge/config.py)
@@ -151,28 +175,13 @@ class GatewayConfig:
 
 
 def _coerce(name: str, value: Any) -> Any:
-    if name == "nodes":
-        return tuple(
-            LocalNodeConfig(
-                n["name"],
-                int(n["cpus"]),
-                int(n["memory_mb"]),
-                int(n.get("gpus", 0)),
-                tuple(n.get("features", ())),
-            )
-            for n in value
-        )
-    if name == "partitions":
-        return tuple(
-            PartitionConfig(
-                p["name"],
-                tuple(p.get("nodes", ())),
-                bool(p.get("default", False)),
-                str(p.get("max_time", "UNLIMITED")),
-                p.get("default_time"),
-            )
-            for p in value
-        )
+    if name in ("nodes", "partitions", "licenses", "enforce_part_limits", "local"):
+        from gateway.control.site import site_value
+
+        try:
+            return site_value(name, value)
+        except ValueError as exc:
+            raise ConfigError(f"caldera.toml: {exc}") from None
     if name == "operators":
         return frozenset(int(v) for v in value) | {0}
     if name in ("qos", "plugins"):
@@ -185,6 +194,14 @@ def _coerce(name: str, value: Any) -> Any:
         except (ValueError, TypeError, AttributeError) as exc:
             raise ConfigError(f"caldera.toml: {exc}") from None
         return dict(value)
+    if name in ("preempt_type", "preempt_mode", "preempt_exempt_time"):
+        from gateway.policy.preempt_rules import preempt_config
+
+        try:
+            preempt_config({name: value})
+        except ValueError as exc:
+            raise ConfigError(f"caldera.toml: {exc}") from None
+        return str(value)
     if name == "scheduler_parameters":
         try:
             parse_scheduler_parameters(str(value))
@@ -216,12 +233,32 @@ def load_config(home: Path | None = None, **overrides: Any) -> GatewayConfig:
             values[key] = _coerce(key, value)
         if "cluster" in data:
             _clusters(str(path), data, values)
+        if "routing" in data:
+            _check_routing(str(path), data, values)
     values.update(overrides)
+    if values.get("local"):
+        from gateway.control.site import from_slurm_conf
+
+        values.update(from_slurm_conf(values["local"], values, path))
     return GatewayConfig(**values)
 
 
-_LOCAL_KEYS = {"name", "kind", "nodes", "partitions"}
+_LOCAL_KEYS = {"name", "kind", "nodes", "partitions", "licenses", "enforce_part_limits"}
 _KINDS = ", ".join(k.value for k in ClusterKind)
+
+
+def _check_routing(path: str, data: Mapping[str, Any], values: Mapping[str, Any]) -> None:
+    """A wrong [routing] table stops `caldera up` with its message (the gateway parses it
+    again when it builds its router)."""
+    from gateway.federation.config import parse_routing  # it imports ConfigError from here
+
+    names = [
+        values.get("cluster_name", "caldera"),
+        *(e.name for e in values.get("clusters", ())),
+        *_table_names(data, "slurm"),
+        *_table_names(data, "kubernetes"),
+    ]
+    parse_routing(data, names, path)
 
 
 def _table_names(data: Mapping[str, Any], table: str) -> dict[str, str]:
@@ -293,7 +330,7 @@ def _local(where: str, item: Mapping[str, Any], data: Mapping[str, Any]) -> dict
             f"{data['cluster_name']!r} by cluster_name; keep one"
         )
     out: dict[str, Any] = {"cluster_name": item["name"]}
-    for key in ("nodes", "partitions"):
+    for key in ("nodes", "partitions", "licenses", "enforce_part_limits"):
         if key in item:
             if key in data:
                 raise ConfigError(f"{where}: {key} is also set at the top level; keep one")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import operator
 import os
 import signal
 import sqlite3
@@ -28,6 +27,7 @@ from gateway.control.config import GatewayConfig
 from gateway.control.jobtable import JobTable
 from gateway.control.launcher import Launcher
 from gateway.control.polling import describe_all, poll_all
+from gateway.control.routing import router_for
 from gateway.control.site import gres_types_of, test_only_message
 from gateway.control.snapshots import build_snapshot, free_resources
 from gateway.control.submit import (
@@ -91,8 +91,7 @@ class Gateway:
         self.committer = GroupCommitter(store)
         self.backends = backends
         self.caps = {name: capabilities_of(b) for name, b in backends.items()}
-        # (job id, run) being ended by requeue or fail-over: the end that run's backend
-        # reports is the requeue's doing, not the job's own (it stays out of the record)
+        # (job id, run) the gateway is ending (requeue, fail-over, preemption): not its own end
         self._ending: set[tuple[int, int]] = set()
         self.clock = clock
         self.jobs = JobTable()
@@ -110,6 +109,7 @@ class Gateway:
         self.metrics = GatewayMetrics()  # cycle and submit timings, starts and ends (/metrics)
         self._gres_types: tuple[tuple[ClusterState, ...], tuple[str, ...]] | None = None
         self.launcher = Launcher(self)
+        self.router = router_for(self)  # multi-cluster routing, when [routing] is configured
         # (owner uid, submission token) -> the job id once committed (None: not stored)
         self._inflight: dict[tuple[int, str], asyncio.Future[int | None]] = {}
         # test hook for a fault nothing else produces on demand: die between the commit of
@@ -134,7 +134,7 @@ class Gateway:
         for name, backend in self.backends.items():
             mine = [j for j in running if j.cluster == name]
             events = await asyncio.to_thread(backend.reconcile, mine)
-            await self._apply_events(events)
+            await self._apply_events(events, name)
         self._task = asyncio.create_task(self._loop(), name="caldera-scheduler")
 
     async def stop(self) -> None:
@@ -186,7 +186,8 @@ class Gateway:
         self.next_id += 1
         return job_id
 
-    def _remember(self, job: Job) -> None:
+    def remember(self, job: Job) -> None:
+        """Make a record current in memory (not stored)."""
         self.metrics.job_changed(self.jobs.get(job.job_id), job)
         self.jobs[job.job_id] = job
         if job.state.is_finished:
@@ -210,7 +211,7 @@ class Gateway:
             StoredEvent(j.job_id, now, kind, {"state": j.state.long, **detail}) for j in updates
         ]
         for job in updates:
-            self._remember(job)
+            self.remember(job)
         await self.committer.commit(Batch(updates=updates, events=events))
 
     # --- submission -----------------------------------------------------------------
@@ -232,6 +233,7 @@ class Gateway:
                 None if self.config.accept_any_qos else frozenset(self.config.qos),
                 self._job_exists,
             )
+            policy_of(self).check_submit(job, call.retry)  # MaxSubmitJobs: refused, not stored
         except CompatError as exc:
             return SubmitOutcome(None, "", exc.render("sbatch"), exc.exit_code)
         except EarlyExit as done:  # --help, --usage, --version, --gres=help
@@ -278,7 +280,7 @@ class Gateway:
                 registered.set_result(stored)
         if self._crash_after_commit:
             os.kill(os.getpid(), signal.SIGKILL)
-        self._remember(job)
+        self.remember(job)
         self.wake()
         out, err = submit_message(job.job_id, request)
         return SubmitOutcome(job.job_id, out, err, 0, request.wait)
@@ -300,11 +302,7 @@ class Gateway:
         every submission, so recomputed only when a cluster's description changes."""
         key = tuple(self.clusters.values())  # held, so that identity means "unchanged"
         cached = self._gres_types
-        if (
-            cached is None
-            or len(cached[0]) != len(key)
-            or any(map(operator.is_not, cached[0], key))
-        ):
+        if cached is None or cached[0] != key:  # element identity first: cheap if unchanged
             cached = self._gres_types = (key, gres_types_of(key))
         return cached[1]
 
@@ -361,16 +359,18 @@ class Gateway:
     async def cycle_once(self) -> None:
         """Poll backends, then run one scheduling cycle and apply its decisions."""
         self.clusters.update(await describe_all(self.backends, self.sites))
-        for events in await poll_all(self.backends):
+        for name, events in zip(self.backends, await poll_all(self.backends), strict=True):
             if events:
-                await self._apply_events(events)
+                await self._apply_events(events, name)
         self._forget_old()
-        await policy_of(self).refresh()  # multifactor priorities (gateway/policy/service.py)
+        await policy_of(self).each_cycle()  # preemption's grace, priorities (policy/service.py)
         began = time.perf_counter()
         snap = self._snapshot()
+        if self.router is not None and await self.router.before_cycle(snap):
+            snap = self._snapshot()  # with the routes just decided
         if not snap.pending:
             return
-        result = run_cycle(snap, self.registry)
+        result = run_cycle(snap, self.registry, policy_of(self).preempter.rules(snap))
         self.cycles += 1
         self.metrics.observe_cycle(time.perf_counter() - began, len(snap.pending), result.starts)
         changed: list[Job] = []
@@ -391,14 +391,15 @@ class Gateway:
                 changed.append(replace(job, reason=reason))
         changed, replanned = apply_plan(changed, snap.pending, self.jobs.get, result.planned)
         for job in replanned:  # in memory only: the plan is recomputed every cycle
-            self._remember(job)
+            self.remember(job)
         starts = self.launcher.not_backed_off(result.starts, changed)
-        await self._commit_or_log(changed, "reason")
+        await self.commit_or_log(changed, "reason")
         prepared = [(d, self.launcher.prepare(d)) for d in starts]
         # launches block (a supervisor process starts): run them off the loop, in parallel
         await asyncio.gather(*(self.launcher.launch(*p, d) for d, p in prepared if p is not None))
+        await policy_of(self).preempter.after_cycle(result)  # victims chosen, signalled, ended
 
-    async def _commit_or_log(self, jobs: list[Job], kind: str, **detail: object) -> None:
+    async def commit_or_log(self, jobs: list[Job], kind: str, **detail: object) -> None:
         """Commit a change that memory must keep even when the store fails (the job has
         no process, or runs already): the store is behind until the next write, and a
         restart reconciles it with the backend."""
@@ -408,7 +409,9 @@ class Gateway:
             ids = ",".join(str(j.job_id) for j in jobs)
             log.error("job %s: %s not stored: %s", ids, kind, exc)
 
-    async def _apply_events(self, events: Iterable[BackendEvent]) -> None:
+    async def _apply_events(self, events: Iterable[BackendEvent], cluster: str = "") -> None:
+        """Job records after their backend's events (`cluster`: whose; an event about a job
+        that has since moved to another cluster is that cluster's past, not the job's)."""
         events = list(events)
         steps = [replace(ev.step, run=ev.run) for ev in events if ev.step is not None]
         if steps:  # kept per run (sacct -D)
@@ -422,8 +425,8 @@ class Gateway:
         updates: dict[int, Job] = {}
         for ev in events:
             job = updates.get(ev.job_id) or self.jobs.get(ev.job_id)
-            if job is None or ev.run != job.restart_count:
-                continue  # unknown, or a run from before a requeue
+            if job is None or ev.run != job.restart_count or cluster not in ("", job.cluster):
+                continue  # unknown, a run from before a requeue, or from another cluster
             if (ev.job_id, ev.run) in self._ending and ev.kind is not EventKind.STEP:
                 continue  # a run being requeued: the requeue records how it ends
             out = after_event(job, ev, self.config.job_requeue, self.clock())
@@ -431,7 +434,7 @@ class Gateway:
                 updates[job.job_id] = out
         # what the backend reports has happened: memory takes it even when the store fails
         # (a finished job must not stay RUNNING); a restart reconciles the store
-        await self._commit_or_log(list(updates.values()), "backend")
+        await self.commit_or_log(list(updates.values()), "backend")
         if updates:
             self.wake()
 
@@ -471,7 +474,7 @@ class Gateway:
                 if old is None or old.state is not JobState.PENDING or old.backend_id:
                     continue
                 if self.jobs.get(job.job_id) is job:
-                    self.jobs[job.job_id] = old
+                    self.remember(old)  # (the /metrics counts follow)
                     self._finished_at.pop(job.job_id, None)
             raise
         self.wake()

@@ -31,6 +31,7 @@ class JobTable(Mapping[int, Job]):
         self._jobs: dict[int, Job] = {}
         self.pending: dict[int, Job] = {}  # schedulable, oldest first
         self.active: dict[int, Job] = {}  # holding or about to hold resources
+        self.queued: dict[int, Job] = {}  # pending in a backend's own queue (Slurm's PD)
         self._by_user_name: dict[tuple[int, str], set[int]] = {}  # unfinished only
         self._by_array: dict[int, set[int]] = {}  # array_job_id -> its records
         self.label_counts: dict[JobKey, int] = {}  # jobs per /metrics label set
@@ -82,6 +83,8 @@ class JobTable(Mapping[int, Job]):
             self.pending[jid] = job
         if job.state.is_active:
             self.active[jid] = job
+        elif job.state is JobState.PENDING and job.backend_id:
+            self.queued[jid] = job
         if not job.state.is_finished:
             self._by_user_name.setdefault((job.uid, job.spec.name), set()).add(jid)
         if job.array_job_id:
@@ -97,6 +100,7 @@ class JobTable(Mapping[int, Job]):
             del self.label_counts[label]
         self.pending.pop(jid, None)
         self.active.pop(jid, None)
+        self.queued.pop(jid, None)
         key = (job.uid, job.spec.name)
         members = self._by_user_name.get(key)
         if members is not None:

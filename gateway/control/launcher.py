@@ -83,7 +83,7 @@ class Launcher:
             task, meta = self.gw.split_task(job, decision.task)
             if meta is not None:
                 records.append(meta)
-                self.gw.jobs[meta.job_id] = meta
+                self.gw.remember(meta)
         else:
             task = job
         placement = decision.placement
@@ -101,7 +101,7 @@ class Launcher:
             partition=decision.partition,
             cluster=decision.cluster,
         )
-        self.gw.jobs[running.job_id] = running
+        self.gw.remember(running)
         return records, running, task
 
     async def launch(
@@ -137,11 +137,11 @@ class Launcher:
             # twice; the array's meta record may have moved on since (other tasks split
             # off): write its current version, never the one this task saw
             latest = [self.gw.jobs.get(r.job_id, r) for r in records]
-            await self.gw._commit([*latest, running], "start", nodes=list(running.nodes))
+            await self.gw.commit([*latest, running], "start", nodes=list(running.nodes))
         except StoreError as exc:
             log.error("job %s not started: its start cannot be stored: %s", running.job_id, exc)
             if self.gw.jobs.get(running.job_id) is running:
-                self.gw.jobs[running.job_id] = pending
+                self.gw.remember(pending)
             self.back_off(decision.cluster, Reason.SYSTEM_FAILURE)
             return
         script, env = script_env if script_env else ("#!/bin/sh\n", {})
@@ -185,7 +185,7 @@ class Launcher:
                 num_cpus=0,
                 backend_id=None,
             )
-            await self.gw._commit_or_log([back], "launch-deferred", error=str(exc)[:200])
+            await self.gw.commit_or_log([back], "launch-deferred", error=str(exc)[:200])
             return
         except Exception as exc:  # noqa: BLE001 - any other launch failure fails this job only
             await self._failed(running, exc)
@@ -201,7 +201,7 @@ class Launcher:
             return
         # the job runs and is stored RUNNING; without its backend id a restart finds it by
         # its job id (reconcile)
-        await self.gw._commit_or_log([replace(current, backend_id=backend_id)], "backend-id")
+        await self.gw.commit_or_log([replace(current, backend_id=backend_id)], "backend-id")
         update = self.gw.caps[decision.cluster].time_limit
         if current.time_limit != running.time_limit and update is not None:
             # `scontrol update TimeLimit=` came while the launch was in flight (without a
@@ -218,7 +218,7 @@ class Launcher:
         if not _same_run(current, running):
             return  # requeued or ended meanwhile: that decision stands
         failed = self.gw.ended(current, JobState.FAILED, 1 << 8, Reason.JOB_LAUNCH_FAILURE)
-        await self.gw._commit_or_log([replace(failed, state_desc=str(exc)[:200])], "launch-failed")
+        await self.gw.commit_or_log([replace(failed, state_desc=str(exc)[:200])], "launch-failed")
 
 
 def _same_run(current: Job, running: Job) -> bool:

@@ -27,9 +27,9 @@ def free_resources(
     free: dict[str, NodeFree] = {}
     for cluster in clusters.values():
         for node in cluster.nodes:
-            free[node.name] = NodeFree(
-                node, node.cpus, node.memory_mb, frozenset(g.index for g in node.gpus)
-            )
+            # GPUs a node only declares (Slurm's Gres=gpu:4, no device seen) count by index
+            gpus = frozenset(g.index for g in node.gpus) or frozenset(range(node.gpu_count()))
+            free[node.name] = NodeFree(node, node.cpus, node.memory_mb, gpus)
     for job in jobs.active.values():
         if job.cluster in self_placing:
             continue

@@ -15,7 +15,7 @@ from gateway.compat.sbatch import SbatchRequest, first_pass, second_pass
 from gateway.compat.script import check_script, script_too_long, wrap_script
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.compat.verify import SubmitError
-from gateway.control.site import check_request, pick_partitions
+from gateway.control.site import check_request, partition_defaults, pick_partitions
 from gateway.model.cluster import ClusterState
 from gateway.model.job import Hold, Job
 from gateway.model.jobspec import JobSpec
@@ -142,6 +142,7 @@ def build_job(
     if accept_qos is not None and spec.qos is not None and spec.qos not in accept_qos:
         raise SubmitError(SlurmErrno.INVALID_QOS)
     partitions = pick_partitions(spec, clusters)
+    spec = partition_defaults(spec, partitions, clusters)
     limit = _partition_limit(spec, partitions, clusters)
     check_request(
         spec, partitions, clusters, def_mem_per_cpu_mb, fit=not spec.hold and limit is None

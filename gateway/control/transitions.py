@@ -96,6 +96,8 @@ def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -
             return requeued(job, now)
         return ended(job, JobState.NODE_FAIL, now, 0, Reason.NODE_DOWN)
     if ev.kind is EventKind.WITHDRAWN and handed:
+        if ev.backend_id and job.backend_id and ev.backend_id != job.backend_id:
+            return None  # an earlier copy's (the run was placed here again since)
         return withdrawn(job, ev.reason or Reason.RESOURCES, ev.message)
     if ev.kind is EventKind.SUBMITTED and not job.state.is_finished:
         if job.backend_id or not ev.backend_id:

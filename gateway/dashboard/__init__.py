@@ -1,4 +1,5 @@
-"""The web dashboard: queue, jobs, clusters and a chart, served by the gateway (issue 15).
+"""The web dashboard: queue, jobs, clusters, a chart, the routing decision log, the
+fair-share tree and a topology map, served by the gateway (issue 15).
 
 `routes.dashboard_router` is included in the API on the Unix socket;
 `tcp.start_dashboard_tcp` adds the optional TCP listener (token-authenticated) when

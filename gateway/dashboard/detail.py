@@ -1,5 +1,5 @@
-"""One job's page: its record, its history of events, steps, and, for its owner and
-operators only, its script, environment and the tail of its output.
+"""One job's page: its record, its history of events and of routing decisions, steps, and,
+for its owner and operators only, its script, environment and the tail of its output.
 
 Slurm's PrivateData rule is kept as the API's /v1/jobs/{id}/script keeps it
 (gateway/api/privacy.py): anyone sees the record, only the owner and operators the private
@@ -20,6 +20,7 @@ from gateway.api.why_route import why_input
 from gateway.compat.filename import NO_TASK, PatternContext, default_output, expand_for_open
 from gateway.control.gateway import Gateway
 from gateway.control.submit import Caller
+from gateway.dashboard.decisions import routing_history
 from gateway.dashboard.tail import TAIL_BYTES, read_tail, tail_as_owner
 from gateway.dashboard.views import job_row, step_row
 from gateway.model.job import Job
@@ -105,6 +106,10 @@ async def job_detail(gw: Gateway, caller: Caller, job: Job) -> dict[str, Any]:
             "restart_count": job.restart_count,
             "eligible_time": job.eligible_time,
             "workdir": spec.workdir,
+            "routed_to": job.routed_to,
+            "viable": job.viable,
+            "origin": job.origin,
+            "route_note": job.route_note,
             "requested": {
                 "nodes": spec.nodes_min,
                 "ntasks": spec.ntasks,
@@ -120,6 +125,7 @@ async def job_detail(gw: Gateway, caller: Caller, job: Job) -> dict[str, Any]:
             {"time": e.time, "kind": e.kind, "detail": dict(e.detail)}
             for e in events[-_MAX_EVENTS:]
         ],
+        "routing": routing_history(events),
         "steps": [step_row(s) for s in steps],
         "why": await _why(gw, job),
         "may_read_private": allowed,

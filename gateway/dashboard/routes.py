@@ -41,11 +41,15 @@ from gateway.dashboard.auth import (
     load_key,
     verify_token,
 )
+from gateway.dashboard.decisions import decision_log
 from gateway.dashboard.detail import job_detail
+from gateway.dashboard.maps import share_tree, topology_map
 from gateway.dashboard.sampler import Sampler
 from gateway.dashboard.settings import DashboardSettings, dashboard_settings
 from gateway.dashboard.views import NodeUse, QueueQuery, cluster_view, queue_page
 from gateway.logutil import RateLimitedLogger
+from gateway.policy.service import policy_of
+from gateway.policy.shares import compute_shares
 
 __all__ = ["DashboardState", "dashboard_router", "dashboard_state"]
 
@@ -145,6 +149,22 @@ def _denied(message: str = "Access/permission denied") -> HTTPException:
     return HTTPException(
         401, {"code": 2002, "message": message}, headers={"WWW-Authenticate": "Bearer"}
     )
+
+
+def _node_use(gw: Gateway) -> dict[str, NodeUse]:
+    """What the gateway's own placements hold on each node now."""
+    states = node_states(gw)
+    use: dict[str, NodeUse] = {}
+    for name, f in gw.free_resources().items():
+        node = f.node
+        use[name] = NodeUse(
+            states.get(name, node.state),
+            node.cpus - f.cpus,
+            node.memory_mb - f.memory_mb,
+            max(0, node.gpu_count() - len(f.gpus)),
+            f.jobs,
+        )
+    return use
 
 
 def dashboard_router(gw: Gateway, caller_from_scope: CallerFromScope) -> APIRouter:
@@ -267,19 +287,36 @@ def dashboard_router(gw: Gateway, caller_from_scope: CallerFromScope) -> APIRout
     async def clusters(request: Request) -> dict[str, Any]:
         """Clusters, partitions and nodes with what is allocated and why nodes are down."""
         caller(request)
-        states = node_states(gw)
-        use: dict[str, NodeUse] = {}
-        for name, f in gw.free_resources().items():
-            node = f.node
-            use[name] = NodeUse(
-                states.get(name, node.state),
-                node.cpus - f.cpus,
-                node.memory_mb - f.memory_mb,
-                max(0, node.gpu_count() - len(f.gpus)),
-                f.jobs,
-            )
         reasons = {name: a.reason for name, a in gw.drained.items()}
-        view = cluster_view(gw.schedulable().values(), use, reasons)
+        view = cluster_view(gw.schedulable().values(), _node_use(gw), reasons)
+        return {"now": time.time(), "clusters": view}
+
+    @router.get("/ui/api/decisions")
+    async def decisions(
+        request: Request, limit: Annotated[int, Query(ge=1, le=500)] = 200
+    ) -> dict[str, Any]:
+        """The latest routing and revoke decisions the caller may see, newest first."""
+        c = caller(request)
+        return {"now": time.time(), **await decision_log(gw, c, limit)}
+
+    @router.get("/ui/api/fairshare")
+    async def fairshare(request: Request) -> dict[str, Any]:
+        """sshare's association tree (operators: users see theirs with sshare)."""
+        c = caller(request)
+        if not c.operator:
+            raise HTTPException(403, {"code": 2002, "message": "Access/permission denied"})
+        svc = policy_of(gw)
+        _, rows = await asyncio.to_thread(compute_shares, svc.state, svc.usage, svc.cfg)
+        tree = share_tree(rows, svc.cfg, svc.state.cluster)
+        return {"now": time.time(), "usage_time": svc.usage_time, "rows": tree}
+
+    @router.get("/ui/api/topology")
+    async def topology(request: Request) -> dict[str, Any]:
+        """Clusters -> switches -> nodes with their state and allocated share."""
+        caller(request)
+        agents = gw.metrics.agents
+        fabric = await asyncio.to_thread(agents.topology) if agents is not None else None
+        view = topology_map(gw.schedulable().values(), _node_use(gw), fabric)
         return {"now": time.time(), "clusters": view}
 
     @router.get("/ui/api/history")

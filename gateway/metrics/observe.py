@@ -1,5 +1,5 @@
 """What the gateway observes as it runs, for /metrics: scheduling cycle and submission
-durations, queue waits, job starts and ends, API request durations.
+durations, queue waits, job starts and ends, API request durations, routing decisions.
 
 The job counts of /metrics are taken from the job table when the page is asked for; these
 are the things that happen between two scrapes and that no table keeps. Every call is made
@@ -13,9 +13,11 @@ from __future__ import annotations
 import bisect
 import re
 import time
+from collections import deque
 from collections.abc import Awaitable, Sequence, Sized
 from typing import Protocol, TypeVar
 
+from gateway.federation.routing import WAITING_NOTE
 from gateway.inventory.registry import NodeRegistry
 from gateway.model.job import Job
 from gateway.model.state import JobState
@@ -24,9 +26,11 @@ __all__ = [
     "API_BUCKETS",
     "CYCLE_BUCKETS",
     "SUBMIT_BUCKETS",
+    "WAITING_NOTE",
     "WAIT_BUCKETS",
     "GatewayMetrics",
     "Histogram",
+    "route_kind",
     "route_templates",
 ]
 
@@ -36,6 +40,10 @@ CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2
 SUBMIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 API_BUCKETS = SUBMIT_BUCKETS
 WAIT_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 12 * 3600.0, 86400.0)
+
+# the router's note on a job it cannot route yet (gateway/control/routing.py; a unit test
+# keeps the two equal)
+RECENT_ROUTES = 512  # job ids kept for the dashboard's decision log
 
 
 class _Submitted(Protocol):
@@ -99,6 +107,13 @@ class GatewayMetrics:
         self.api_routes: frozenset[str] = frozenset()
         # node agents, when the gateway receives them (gateway.inventory.registry)
         self.agents: NodeRegistry | None = None
+        # routing (gateway/control/routing.py): decisions by (cluster, kind), moves out
+        # of a cluster's queue by (from, to), jobs waiting for a prediction, and the ids
+        # of the jobs decided last (newest at the right) for the dashboard's decision log
+        self.routes: dict[tuple[str, str], int] = {}
+        self.moves: dict[tuple[str, str], int] = {}
+        self.route_waiting = 0
+        self.recent_routes: deque[int] = deque(maxlen=RECENT_ROUTES)
         # the previous /metrics render: its own cost, shown on the next page
         self.render_s = 0.0
 
@@ -143,6 +158,27 @@ class GatewayMetrics:
                 hist.observe(max(0.0, after.start_time - queued))
         elif after.state.is_finished and (before is None or not before.state.is_finished):
             self.ended[after.state] = self.ended.get(after.state, 0) + 1
+        if after.route_note or (before is not None and before.route_note):
+            self._route_changed(before, after)
+
+    def _route_changed(self, before: Job | None, after: Job) -> None:
+        """Count a routing decision (a new note the router committed), a move out of a
+        cluster's own queue (its run handed back, pending on another cluster), and the
+        jobs waiting for a prediction (the router's note, kept in memory only)."""
+        was_waiting = before is not None and _waits(before)
+        now_waiting = _waits(after)
+        self.route_waiting += int(now_waiting) - int(was_waiting)
+        if before is None or now_waiting or after.route_note == before.route_note:
+            return
+        if after.state is not JobState.PENDING:
+            return
+        to = after.routed_to or ""
+        if before.backend_id and not after.backend_id and after.cluster != before.cluster:
+            key = (before.cluster, to)
+            self.moves[key] = self.moves.get(key, 0) + 1
+        rkey = (to, route_kind(before, after))
+        self.routes[rkey] = self.routes.get(rkey, 0) + 1
+        self.recent_routes.append(after.job_id)
 
     def route_of(self, path: str) -> str:
         """The route template a request path belongs to (`/v1/jobs/{id}`), or "other":
@@ -160,6 +196,21 @@ class GatewayMetrics:
         if hist is None:
             hist = self.api[key] = Histogram(API_BUCKETS)
         hist.observe(seconds)
+
+
+def _waits(job: Job) -> bool:
+    return job.state is JobState.PENDING and job.route_note == WAITING_NOTE
+
+
+def route_kind(before: Job, after: Job) -> str:
+    """What a routing decision did: `stay` (the cluster it was routed to), `home` (its home
+    cluster), `burst` (another one), `none` (no cluster could say when)."""
+    if after.routed_to is None:
+        return "none"
+    current = before.cluster if before.backend_id else before.routed_to
+    if after.routed_to == current:
+        return "stay"
+    return "home" if after.routed_to == after.origin else "burst"
 
 
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})

@@ -1,6 +1,7 @@
 """What the gateway observed, as /metrics families: scheduling cycles (Kueue's
 admission-attempt histogram, and slurmctld's sdiag gauges in microseconds), submissions,
-queue waits, API requests, agent report ages, and the page's own render time.
+queue waits, API requests, routing decisions, agent report ages, and the page's own
+render time.
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ def observed_families(page: Page, obs: GatewayMetrics, now_mono: float) -> None:
         ("method", "route"),
         {k: (h.bounds, h.cumulative(), h.total, h.count) for k, h in sorted(obs.api.items())},
     )
+    _routing(page, obs)
     records = obs.agents.records() if obs.agents is not None else {}
     names = sorted(records)
     page.gauge(
@@ -129,4 +131,29 @@ def observed_families(page: Page, obs: GatewayMetrics, now_mono: float) -> None:
         "Time the previous /metrics page took to render",
         (),
         [((), round(obs.render_s, 6))],
+    )
+
+
+def _routing(page: Page, obs: GatewayMetrics) -> None:
+    """The router's decisions (gateway/control/routing.py), counted as they are made."""
+    page.gauge(
+        "caldera_routing_decisions_total",
+        "Routing decisions by the cluster chosen and what they did (home, burst to another "
+        "cluster, stay where routed, none: no cluster could predict a start)",
+        ("cluster", "kind"),
+        sorted(obs.routes.items()),
+        kind="counter",
+    )
+    page.gauge(
+        "caldera_routing_moves_total",
+        "Jobs withdrawn from one cluster's own queue and routed to another (revocations)",
+        ("from", "to"),
+        sorted(obs.moves.items()),
+        kind="counter",
+    )
+    page.gauge(
+        "caldera_routing_waiting_jobs",
+        "Pending jobs not routed yet because a cluster's start prediction is being asked",
+        (),
+        [((), obs.route_waiting)],
     )

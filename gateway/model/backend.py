@@ -62,7 +62,7 @@ class Launch:
 
 class EventKind(Enum):
     """What a backend reports: the one vocabulary every adapter maps its own states to (each
-    in one table: containers.events, slurm_plugin.statuses, k8s_bridge.gang)."""
+    in one table: containers.events, slurm_plugin.statuses, k8s_bridge.states)."""
 
     # the backend holds the job (backend_id), found after the submit's answer was lost
     SUBMITTED = "submitted"

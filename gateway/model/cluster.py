@@ -81,6 +81,7 @@ class Node:
     cores_per_socket: int = 0
     threads_per_core: int = 1
     tmp_disk_mb: int = 0
+    weight: int = 1  # slurm.conf Weight: lower is allocated first
     switch: str | None = None  # leaf switch (or block) name
     reason: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
@@ -106,7 +107,9 @@ class Partition:
     max_time: int = INFINITE  # minutes
     default_time: int | None = None
     max_nodes: int | None = None
-    oversubscribe: str = "NO"
+    oversubscribe: str = "NO"  # NO, EXCLUSIVE, YES:<n>, FORCE:<n> (slurm.conf's words)
+    def_mem_per_cpu_mb: int | None = None  # None: the site's DefMemPerCPU
+    state: str = "UP"  # slurm.conf State: UP, DOWN (queues), DRAIN (runs), INACTIVE
 
     def time_for(self, requested: int | None) -> int:
         """The limit a job gets here when it asked for `requested` minutes (None: none)."""
@@ -123,6 +126,10 @@ class ClusterState:
     nodes: tuple[Node, ...]
     partitions: tuple[Partition, ...]
     reachable: bool = True
+    # slurm.conf Licenses: (name, total), cluster-wide (None: the backend counts its own,
+    # as a Slurm cluster does); EnforcePartLimits (NO, ANY, ALL)
+    licenses: tuple[tuple[str, int], ...] | None = None
+    enforce_part_limits: str = "NO"
 
     def partition(self, name: str) -> Partition | None:
         """The partition of that name, if any."""

@@ -92,6 +92,14 @@ class Job:
     # expected to start (squeue --start %S and %Y, scontrol StartTime); None: no estimate
     sched_start: float | None = None
     sched_nodes: str | None = None  # hostlist expression
+    # multi-cluster routing (gateway/control/routing.py): the cluster the router chose for
+    # the job's next start (None: not routed, or no routing configured), the clusters that
+    # may run it (Slurm's FedViableSiblings, comma-separated; FedOrigin: its home cluster),
+    # and the last decision in words
+    routed_to: str | None = None
+    viable: str = ""
+    origin: str = ""
+    route_note: str = ""
 
     @property
     def is_array_meta(self) -> bool:

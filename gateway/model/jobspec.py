@@ -128,6 +128,7 @@ class JobSpec:
     container_name: str | None = None
     gpu_memory_mb: int | None = None
     burst: str | None = None
+    burst_after_min: int | None = None  # #CALDERA --burst-after=MINUTES
     # other sbatch options, kept verbatim for backends that understand them
     extra: tuple[tuple[str, str | None], ...] = ()
     script_args: tuple[str, ...] = ()

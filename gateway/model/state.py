@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["JobState", "Reason", "state_from_pod_phase", "state_from_slurm"]
+__all__ = ["JobState", "Reason", "state_from_slurm"]
 
 
 class JobState(Enum):
@@ -162,24 +162,3 @@ def state_from_slurm(text: str) -> JobState:
     """Translate a Slurm cluster's state text (long or compact) into a JobState."""
     base = text.replace(",", " ").split()[0] if text.strip() else "PENDING"
     return JobState.parse(base)
-
-
-_POD_PHASES = {
-    "Pending": JobState.PENDING,
-    "Running": JobState.RUNNING,
-    "Succeeded": JobState.COMPLETED,
-    "Failed": JobState.FAILED,
-    "Unknown": JobState.NODE_FAIL,
-}
-
-
-def state_from_pod_phase(phase: str, reason: str | None = None) -> JobState:
-    """A Kubernetes pod phase (and container termination reason) as a JobState."""
-    if reason == "OOMKilled":
-        return JobState.OUT_OF_MEMORY
-    if reason == "DeadlineExceeded":
-        return JobState.TIMEOUT
-    try:
-        return _POD_PHASES[phase]
-    except KeyError:
-        raise ValueError(f"unknown pod phase {phase!r}") from None

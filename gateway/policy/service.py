@@ -21,6 +21,7 @@ from gateway.policy.config import priority_config
 from gateway.policy.jobs import accrue_usage
 from gateway.policy.limits import LimitGate
 from gateway.policy.model import PolicyState, initial_state
+from gateway.policy.preempt_rules import preempt_config
 from gateway.policy.priority import Factors, PriorityConfig
 from gateway.policy.refresh import compute_priorities, fair_shares
 from gateway.policy.sacctmgr_apply import apply_change
@@ -28,6 +29,7 @@ from gateway.policy.sacctmgr_parse import Verb, parse_argv
 from gateway.policy.sacctmgr_show import show
 from gateway.policy.shares import SshareError, compute_shares, parse_sshare, render_sshare
 from gateway.policy.sprio import SprioError, SprioRow, parse_sprio, render_sprio
+from gateway.policy.submit_limits import check_submit
 from gateway.policy.values import SacctmgrError
 from gateway.store.base import StoreError
 
@@ -81,6 +83,29 @@ class PolicyService:
         for gate in gw.registry.gates:  # QOS and association limits in the cycle
             if isinstance(gate, LimitGate):
                 gate.bind(lambda: None if self.broken else self.state)
+        from gateway.control.preemption import Preempter  # control imports this module
+
+        cfg = gw.config
+        site = preempt_config(
+            {
+                "preempt_type": cfg.preempt_type,
+                "preempt_mode": cfg.preempt_mode,
+                "preempt_exempt_time": cfg.preempt_exempt_time,
+            }
+        )
+        self.preempter = Preempter(gw, site, lambda: None if self.broken else self.state)
+
+    def check_submit(self, job: Job, retry: bool = False) -> None:
+        """Refuse (SubmitLimitError, sbatch's message) a submission over a submit limit. A
+        retried submission is not checked: it may be counted already, stored under its
+        token before its answer was lost."""
+        if not retry and self.broken is None:
+            check_submit(job, self.state, self.gw.jobs.values())
+
+    async def each_cycle(self) -> None:
+        """Before a cycle: end preempted jobs whose grace is over, refresh priorities."""
+        await self.preempter.tick()
+        await self.refresh()
 
     # --- commands -------------------------------------------------------------------
 

@@ -222,6 +222,25 @@ class Planner:
             self._started.append((job, chosen[1], end))
         return chosen
 
+    def hold(self, placement: Sequence[RankPlacement], free: dict[str, NodeFree]) -> None:
+        """Keep a preemptor's placement out of what later jobs may use now (it starts
+        once its victims have ended: scheduler/preempt.py); never below nothing."""
+        self._version += 1
+        for p in placement:
+            cur = self._pool.get(p.node)
+            if cur is None:
+                continue
+            free[p.node] = self._pool[p.node] = replace(
+                cur,
+                cpus=max(0, cur.cpus - p.cpus),
+                memory_mb=max(0, cur.memory_mb - p.memory_mb),
+                gpus=cur.gpus - set(p.gpus),
+                jobs=cur.jobs + 1,
+            )
+            if free[p.node].cpus <= 0:
+                self._open -= 1
+                self._full[p.node] = self._pool.pop(p.node)
+
     def block(
         self, job: Job, req: NodeRequest, targets: Sequence[Target], free: dict[str, NodeFree]
     ) -> None:

@@ -11,6 +11,7 @@ from gateway.model.state import Reason
 from gateway.model.values import INFINITE
 from gateway.policy.limits import LimitGate
 from gateway.scheduler.dependencies import DepResult, evaluate
+from gateway.scheduler.licenses import LicenseGate
 from gateway.scheduler.part_limits import never_fits, partition_limit
 from gateway.scheduler.plugins import OK, Code, Status
 from gateway.scheduler.request import NodeRequest, constraint_satisfied
@@ -189,6 +190,7 @@ FACTORIES: dict[str, Callable[[], object]] = {
     "array-throttle": ArrayThrottleGate,
     "partition": PartitionGate,
     "limits": LimitGate,  # QOS and association limits (gateway/policy/limits.py)
+    "licenses": LicenseGate,  # slurm.conf Licenses (gateway/scheduler/licenses.py)
     "fit": ResourceFit,
     "binpack": BinPack,
 }
@@ -200,6 +202,7 @@ DEFAULT_PLUGINS = (
     "array-throttle",
     "partition",
     "limits",
+    "licenses",
     "fit",
     "binpack",
 )

@@ -14,8 +14,9 @@ The cycle never mutates the snapshot and performs no IO; the gateway applies the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from gateway.compat.hostlist import compress
 from gateway.model.cluster import ClusterState, NodeState
@@ -23,6 +24,7 @@ from gateway.model.job import Job, RankPlacement
 from gateway.model.state import Reason
 from gateway.scheduler.backfill import Planned, Planner
 from gateway.scheduler.plugins import Code, Registry
+from gateway.scheduler.preempt import Preemption
 from gateway.scheduler.request import NodeRequest, node_request, task_capacity
 from gateway.scheduler.selection import Target
 from gateway.scheduler.snapshot import NodeFree, Snapshot
@@ -52,6 +54,8 @@ class CycleResult:
     never: dict[int, Reason] = field(default_factory=dict)  # jobs that can never run
     descs: dict[int, str] = field(default_factory=dict)  # job id -> slurmctld's state_desc
     planned: dict[int, Planned] = field(default_factory=dict)  # job id -> expected start
+    # job id -> the running jobs it preempts: it starts once their runs have ended
+    preempt: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 class Statement:
@@ -91,7 +95,7 @@ class Statement:
 
 def _candidates(
     req: NodeRequest,
-    free: dict[str, NodeFree],
+    free: Mapping[str, NodeFree],
     reg: Registry,
     snap: Snapshot,
     within: frozenset[str] | None = None,
@@ -211,8 +215,32 @@ def _place_on_targets(
     return None
 
 
-def run_cycle(snap: Snapshot, reg: Registry) -> CycleResult:
-    """Decide which pending jobs start now, and why the others wait."""
+def fits_now(
+    job: Job, targets: Sequence[Target], free: Mapping[str, NodeFree], reg: Registry, snap: Snapshot
+) -> bool:
+    """Whether enough nodes of one of the targets could take the job's share now (`free`
+    unchanged): the router's "starts now" on a cluster the gateway places on."""
+    req = node_request(job.spec, _nodelist(job))
+    for target in targets:
+        one = replace(req, partitions=(target.partition,))
+        nodes = 1 if one.spread else one.nodes
+        if len(_candidates(one, free, reg, snap, _nodes_of((target,), snap))) >= nodes:
+            return True
+    return False
+
+
+def place_now(
+    job: Job, targets: Sequence[Target], free: dict[str, NodeFree], reg: Registry, snap: Snapshot
+) -> bool:
+    """Take the job's placement out of `free` if it fits now (so that the next job routed in
+    the same pass does not count on the same room)."""
+    req = node_request(job.spec, _nodelist(job))
+    return _place_on_targets(job, req, targets, free, reg, snap) is not None
+
+
+def run_cycle(snap: Snapshot, reg: Registry, preempt: Preemption | None = None) -> CycleResult:
+    """Decide which pending jobs start now, and why the others wait (with `preempt`: a
+    job that cannot start may name running jobs to preempt, scheduler/preempt.py)."""
     result = CycleResult()
     free = dict(snap.free)
     order = reg.queue_order
@@ -246,10 +274,18 @@ def run_cycle(snap: Snapshot, reg: Registry) -> CycleResult:
             if arr and arr.throttle and running_tasks.get(job.array_job_id, 0) >= arr.throttle:
                 result.reasons.setdefault(job.job_id, Reason.JOB_ARRAY_TASK_LIMIT)
                 break
+            if starts and (held := _gated(job, snap, reg)) is not None:
+                # each further task of an array takes what the gates count (licences,
+                # limits) again: two tasks never start on the same licence
+                result.reasons[job.job_id] = held
+                break
             if blocked and not planner.may_test():  # bf_max_job_test: not even looked at
                 result.reasons[job.job_id] = Reason.PRIORITY
                 break
             targets = reg.selector.targets(job, snap)
+            if not targets:  # nowhere for now (not routed yet): keeps its reason, blocks none
+                result.reasons[job.job_id] = job.reason
+                break
             # the request as it stands on any of its targets (for the reasons it waits)
             req = replace(
                 node_request(job.spec, _nodelist(job)),
@@ -267,6 +303,14 @@ def run_cycle(snap: Snapshot, reg: Registry) -> CycleResult:
                 result.reasons[job.job_id] = Reason.REQ_NODE_NOT_AVAIL
                 result.descs[job.job_id] = f"ReqNodeNotAvail, UnavailableNodes:{unavailable}"
                 break
+            if chosen is None and preempt is not None:
+                place = partial(_place_on_targets, job, req, targets, reg=reg, snap=snap)
+                claimed = preempt.attempt(job, free, place)
+                if claimed is not None:  # waits (Resources) for its victims to end
+                    result.preempt[job.job_id] = claimed[0]
+                    result.reasons[job.job_id] = Reason.RESOURCES
+                    planner.hold(claimed[1], free)
+                    break
             if chosen is None:
                 result.reasons[job.job_id] = Reason.PRIORITY if blocked else Reason.RESOURCES
                 blocked = True
@@ -289,6 +333,15 @@ def run_cycle(snap: Snapshot, reg: Registry) -> CycleResult:
                 break
     result.planned = planner.plan
     return result
+
+
+def _gated(job: Job, snap: Snapshot, reg: Registry) -> Reason | None:
+    """The reason the first gate that refuses gives, None when every gate lets it go."""
+    for gate in reg.gates:
+        st = gate.check(job, snap)
+        if not st.ok:
+            return st.reason
+    return None
 
 
 _UNAVAILABLE = frozenset({NodeState.DOWN, NodeState.DRAINED, NodeState.DRAINING})

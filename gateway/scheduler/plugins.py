@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gateway.model.job import Job
 from gateway.model.state import Reason
@@ -56,6 +56,7 @@ class Status:
 OK = Status()
 
 
+@runtime_checkable
 class QueueOrder(Protocol):
     """Orders pending jobs; the first gets resources first."""
 
@@ -66,6 +67,7 @@ class QueueOrder(Protocol):
         ...
 
 
+@runtime_checkable
 class JobGate(Protocol):
     """Decides whether a job may be considered at all this cycle (holds, time, deps...)."""
 
@@ -76,6 +78,7 @@ class JobGate(Protocol):
         ...
 
 
+@runtime_checkable
 class NodeFilter(Protocol):
     """Decides whether a node can take its share of a job."""
 
@@ -86,6 +89,7 @@ class NodeFilter(Protocol):
         ...
 
 
+@runtime_checkable
 class NodeScore(Protocol):
     """Prefers some nodes over others (higher is better)."""
 
@@ -96,6 +100,7 @@ class NodeScore(Protocol):
         ...
 
 
+@runtime_checkable
 class PlacementPlugin(Protocol):
     """Chooses the set of nodes of a gang (e.g. fewest leaf switches); may decline."""
 
@@ -131,20 +136,20 @@ class Registry:
                 raise ValueError(f"unknown scheduler plugin {name!r}")
             plugin = factories[name]()
             placed = False
-            if hasattr(plugin, "key"):
-                reg.queue_order = plugin  # type: ignore[assignment]
+            if isinstance(plugin, QueueOrder):
+                reg.queue_order = plugin
                 placed = True
-            if hasattr(plugin, "check"):
-                reg.gates.append(plugin)  # type: ignore[arg-type]
+            if isinstance(plugin, JobGate):
+                reg.gates.append(plugin)
                 placed = True
-            if hasattr(plugin, "fits"):
-                reg.filters.append(plugin)  # type: ignore[arg-type]
+            if isinstance(plugin, NodeFilter):
+                reg.filters.append(plugin)
                 placed = True
-            if hasattr(plugin, "score"):
-                reg.scores.append(plugin)  # type: ignore[arg-type]
+            if isinstance(plugin, NodeScore):
+                reg.scores.append(plugin)
                 placed = True
-            if hasattr(plugin, "choose"):
-                reg.placement.append(plugin)  # type: ignore[arg-type]
+            if isinstance(plugin, PlacementPlugin):
+                reg.placement.append(plugin)
                 placed = True
             if not placed:
                 raise ValueError(f"plugin {name!r} implements no extension point")

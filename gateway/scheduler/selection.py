@@ -21,7 +21,7 @@ from gateway.model.cluster import ClusterState
 from gateway.model.job import Job
 from gateway.scheduler.snapshot import Snapshot
 
-__all__ = ["ClusterSelector", "NamedPartitions", "Target", "default_target"]
+__all__ = ["ClusterSelector", "NamedPartitions", "Routed", "Target", "default_target", "targets_on"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +57,14 @@ class NamedPartitions:
     name = "named-partitions"
 
     def targets(self, job: Job, snap: Snapshot) -> Sequence[Target]:
-        """Every (cluster, partition) the job may use, in the order it named them."""
+        """Every (cluster, partition) the job may use, in the order it named them (with
+        `-M`: on the clusters it names, in that order)."""
+        by_fold = {name.casefold(): name for name in snap.clusters}  # as Slurm compares them
+        named = [by_fold[c.casefold()] for c in job.spec.clusters if c.casefold() in by_fold]
+        if [c.casefold() for c in job.spec.clusters] == ["all"]:
+            named = []
+        if named:
+            return tuple(t for c in named for t in targets_on(job, snap.clusters[c], c))
         if not job.spec.partitions:
             home = default_target(snap.clusters)
             return () if home is None else (home,)
@@ -67,3 +74,27 @@ class NamedPartitions:
                 if cluster.partition(part) is not None:
                     out.append(Target(name, part))
         return tuple(out)
+
+
+def targets_on(job: Job, cluster: ClusterState, name: str) -> tuple[Target, ...]:
+    """The partitions of one cluster a job may use there: those it named that the cluster
+    has, else (it named none there) the cluster's default partition."""
+    named = tuple(Target(name, p) for p in job.spec.partitions if cluster.partition(p))
+    if named:
+        return named
+    default = cluster.default_partition
+    return () if default is None else (Target(name, default.name),)
+
+
+class Routed:
+    """With multi-cluster routing: only the cluster the router chose for the job
+    (gateway/control/routing.py); a job not routed yet goes nowhere this cycle."""
+
+    name = "routed"
+
+    def targets(self, job: Job, snap: Snapshot) -> Sequence[Target]:
+        """The routed cluster's partitions for the job, or nothing while it is not routed."""
+        cluster = None if job.routed_to is None else snap.clusters.get(job.routed_to)
+        if cluster is None or job.routed_to is None:
+            return ()
+        return targets_on(job, cluster, job.routed_to)

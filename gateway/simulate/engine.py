@@ -30,7 +30,7 @@ from gateway.scheduler.plugins import Registry
 from gateway.scheduler.snapshot import NodeFree, Snapshot
 from gateway.simulate.swf import SwfJob, Trace
 
-__all__ = ["POLICIES", "Outcome", "Policy", "Sample", "simulate"]
+__all__ = ["POLICIES", "Outcome", "Policy", "Sample", "machine", "replay_job", "simulate"]
 
 _FOREVER = 10 * 365 * 86400  # a planning window no trace reaches
 
@@ -124,7 +124,7 @@ def bounded_slowdown(wait: float, run: float, tau: float = 10.0) -> float:
     return max(1.0, (wait + run) / max(run, tau))
 
 
-def _machine(nodes: int) -> tuple[ClusterState, dict[str, NodeFree]]:
+def machine(nodes: int) -> tuple[ClusterState, dict[str, NodeFree]]:
     names = tuple(f"p{i:05d}" for i in range(nodes))
     members = tuple(Node(name=n, cpus=1, memory_mb=1, partitions=("sim",)) for n in names)
     cluster = ClusterState(
@@ -133,7 +133,7 @@ def _machine(nodes: int) -> tuple[ClusterState, dict[str, NodeFree]]:
     return cluster, {n.name: NodeFree(n, 1, 1, frozenset()) for n in members}
 
 
-def _job(sj: SwfJob) -> Job:
+def replay_job(sj: SwfJob) -> Job:
     spec = JobSpec(
         name=f"swf{sj.job_id}",
         workdir="/",
@@ -166,7 +166,7 @@ def simulate(
     factories = {**BUILTIN, **FACTORIES}
     reg = Registry.build(policy.plugins, factories)
     reg.backfill = policy.params
-    cluster, free = _machine(nodes)
+    cluster, free = machine(nodes)
     clusters = {"sim": cluster}
     jobs = [j for j in trace.jobs if j.procs <= nodes]
     run_of = {j.job_id: j.run for j in jobs}
@@ -193,7 +193,7 @@ def simulate(
             idle += len(job.placement)
             done += 1
         while i < len(jobs) and jobs[i].submit <= now:
-            pending[jobs[i].job_id] = _job(jobs[i])
+            pending[jobs[i].job_id] = replay_job(jobs[i])
             heapq.heappush(widths, (jobs[i].procs, jobs[i].job_id))
             i += 1
         while widths and widths[0][1] not in pending:

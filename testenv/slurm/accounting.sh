@@ -3,7 +3,7 @@
 # slurmdbd answers). No AccountingStorageEnforce is set, so these are not required for sbatch
 # to accept a job; they make `scontrol show job` record a real QOS and account.
 set -euo pipefail
-TAG=up
+TAG=up  # (CLUSTER comes from SLURM_CONF, so the same objects are made on the burst cluster)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 CLUSTER=$(sed -n 's/^ClusterName=//p' "$SLURM_CONF")
@@ -22,7 +22,9 @@ have=$(sacctmgr -nP show qos format=name)
 new=(); for q in "${QOS[@]}"; do grep -qx "$q" <<<"$have" || new+=("$q"); done
 [ ${#new[@]} = 0 ] || sa add qos "$(csv "${new[@]}")"
 
-have=$(sacctmgr -nP show account format=account)
+# accounts with an association on THIS cluster (the burst cluster shares the database: the
+# accounts exist already, but not on it)
+have=$(sacctmgr -nP show assoc where cluster="$CLUSTER" format=account,user | sed -n 's/|$//p')
 new=(); for a in "${ACCOUNTS[@]}"; do grep -qx "$a" <<<"$have" || new+=("$a"); done
 [ ${#new[@]} = 0 ] || sa add account "$(csv "${new[@]}")" Cluster="$CLUSTER" Organization=caldera
 

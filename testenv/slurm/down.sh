@@ -2,7 +2,8 @@
 # Stop the Caldera Slurm test cluster started by up.sh: every daemon by its pid file, then any
 # process left in the node namespaces (job steps), then the namespaces and the bridge.
 # Safe to re-run and after a crash. State (jobs, accounting DB) stays in $CALDERA_SLURM_BASE
-# unless --purge is given.
+# unless --purge is given. CALDERA_SLURM_CLUSTER=burst stops only the second cluster; the
+# caldera cluster's down.sh stops the burst cluster first (it depends on its slurmdbd).
 set -uo pipefail
 TAG=down
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -14,6 +15,10 @@ fi
 PURGE=0; [ "${1:-}" = --purge ] && PURGE=1
 [ "$(id -u)" = 0 ] || die "must run as root"
 T0=$(now)
+if [ "$PRIMARY" = 1 ] && [ -d "$BURST_BASE" ]; then
+  env -u CALDERA_SLURM_LOCKED CALDERA_SLURM_CLUSTER=burst CALDERA_SLURM_BASE="$BURST_BASE" \
+    bash "$HERE/down.sh" "$@" | sed 's/^\[down\]/[down burst]/'
+fi
 
 s=$(now)
 if alive "$RUN/slurmctld.pid" slurmctld; then   # let running jobs end cleanly
@@ -28,8 +33,10 @@ slurmds=(); for n in "${NODES[@]}"; do slurmds+=("$RUN/slurmd-$n.pid:slurmd"); d
 stop_pidfiles 10 "$RUN/slurmrestd.pid:slurmrestd" "${slurmds[@]}"
 rm -f "$REST_SOCK"
 stop_pidfiles 30 "$RUN/slurmctld.pid:slurmctld"
-stop_pidfiles 30 "$RUN/slurmdbd.pid:slurmdbd"
-stop_pidfiles 60 "$B/mysql/mariadb.pid:mariadbd"
+if [ "$PRIMARY" = 1 ]; then
+  stop_pidfiles 30 "$RUN/slurmdbd.pid:slurmdbd"
+  stop_pidfiles 60 "$B/mysql/mariadb.pid:mariadbd"
+fi
 if [ -e "$RUN/munged.ours" ] && [ "${KEEP_MUNGE:-0}" != 1 ]; then
   stop_pidfiles 5 "$MUNGE_PID:munged"; rm -f "$RUN/munged.ours"
 fi

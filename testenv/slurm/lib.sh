@@ -1,17 +1,37 @@
 # shellcheck shell=bash disable=SC2034
 # Shared by up.sh, down.sh, status.sh and corpus-check.sh (sourced, not executed).
-# Everything lives under $B (CALDERA_SLURM_BASE, default /tmp/caldera-slurm); the bridge,
-# the namespaces and the 10.77.0.0/24 addresses are machine-wide (one cluster per machine).
+# Everything lives under $B (CALDERA_SLURM_BASE); the bridge, the namespaces and the
+# addresses are machine-wide (one cluster of each name per machine).
+# CALDERA_SLURM_CLUSTER picks the cluster:
+#   caldera (default): /tmp/caldera-slurm, br-slurm 10.77.0.0/24, node01..04, its own MariaDB,
+#                      slurmdbd (6819) and slurmrestd;
+#   burst:             /tmp/caldera-slurm-burst, br-slurmb 10.78.0.0/24, bnode01..02, templates
+#                      in etc/burst/, ports 6827/6828; no database or REST of its own: it
+#                      registers with the caldera cluster's slurmdbd (so -M/--clusters works).
 
-B=${CALDERA_SLURM_BASE:-/tmp/caldera-slurm}
-B=${B%/}
+CLUSTER=${CALDERA_SLURM_CLUSTER:-caldera}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+case $CLUSTER in
+  caldera)
+    B=${CALDERA_SLURM_BASE:-/tmp/caldera-slurm}
+    TEMPLATES=$HERE/etc; CONFS=(slurm.conf gres.conf topology.conf)
+    BRIDGE=br-slurm; BRIDGE_IP=10.77.0.1; NODE_NET=10.77.0
+    NODES=(node01 node02 node03 node04); NODE_RANGE='node[01-04]'
+    PRIMARY=1 ;;
+  burst)
+    B=${CALDERA_SLURM_BASE:-/tmp/caldera-slurm-burst}
+    TEMPLATES=$HERE/etc/burst; CONFS=(slurm.conf gres.conf)
+    BRIDGE=br-slurmb; BRIDGE_IP=10.78.0.1; NODE_NET=10.78.0
+    NODES=(bnode01 bnode02); NODE_RANGE='bnode[01-02]'
+    PRIMARY=0 ;;
+  *) echo "unknown CALDERA_SLURM_CLUSTER '$CLUSTER' (caldera or burst)" >&2; exit 2 ;;
+esac
+B=${B%/}
+# the second cluster stopped by the first one's down.sh (it needs the first one's slurmdbd)
+BURST_BASE=${CALDERA_SLURM_BURST_BASE:-/tmp/caldera-slurm-burst}
 export SLURM_CONF=$B/etc/slurm.conf
 RUN=$B/run
 LOG=$B/log
-BRIDGE=br-slurm
-BRIDGE_IP=10.77.0.1
-NODES=(node01 node02 node03 node04)
 DB_PORT=${CALDERA_SLURM_DB_PORT:-3316}
 REST_USER=tester
 REST_SOCK=$B/rest/slurmrestd.sock
@@ -63,7 +83,7 @@ stop_pidfiles() {
 stop_pidfile() { stop_pidfiles "${3:-15}" "$1:$2"; }
 
 # node_states -- 'NODE STATE' per real node (idle, mixed, allocated, down*, drained ...)
-node_states() { sinfo -h -N -n "node[01-04]" -o '%N %T' 2>/dev/null | sort -u; }
+node_states() { sinfo -h -N -n "$NODE_RANGE" -o '%N %T' 2>/dev/null | sort -u; }
 
 # all real nodes usable: idle, or busy with jobs (mixed, allocated, completing), or
 # planned (backfill will start a job there) or reserved (in an active reservation)
@@ -84,15 +104,20 @@ render() {  # render SRC DST
 }
 
 # healthy -- every daemon alive, controller answers, all real nodes usable, REST socket present
+# (the burst cluster has no database, slurmdbd or slurmrestd of its own)
 healthy() {
   alive "$MUNGE_PID" munged || return 1
-  alive "$B/mysql/mariadb.pid" mariadbd || return 1
-  alive "$RUN/slurmdbd.pid" slurmdbd || return 1
+  if [ "$PRIMARY" = 1 ]; then
+    alive "$B/mysql/mariadb.pid" mariadbd || return 1
+    alive "$RUN/slurmdbd.pid" slurmdbd || return 1
+  fi
   alive "$RUN/slurmctld.pid" slurmctld || return 1
   local n
   for n in "${NODES[@]}"; do alive "$RUN/slurmd-$n.pid" slurmd || return 1; done
-  alive "$RUN/slurmrestd.pid" slurmrestd || return 1
-  [ -S "$REST_SOCK" ] || return 1
+  if [ "$PRIMARY" = 1 ]; then
+    alive "$RUN/slurmrestd.pid" slurmrestd || return 1
+    [ -S "$REST_SOCK" ] || return 1
+  fi
   grep -q 'is UP' <<<"$(scontrol ping 2>/dev/null)" || return 1
   nodes_ok
 }

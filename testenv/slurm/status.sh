@@ -7,12 +7,14 @@ show() {  # show PIDFILE COMM [LABEL]
   local p label=${3:-$2}
   if p=$(pid_of "$1" "$2"); then printf '  %-18s pid %s\n' "$label" "$p"; else printf '  %-18s DOWN\n' "$label"; fi
 }
-echo "base $B  SLURM_CONF=$SLURM_CONF  REST=unix:$REST_SOCK"
+echo "cluster $CLUSTER  base $B  SLURM_CONF=$SLURM_CONF$([ "$PRIMARY" = 1 ] && echo "  REST=unix:$REST_SOCK")"
 show "$MUNGE_PID" munged
-show "$B/mysql/mariadb.pid" mariadbd
-show "$RUN/slurmdbd.pid" slurmdbd
+if [ "$PRIMARY" = 1 ]; then
+  show "$B/mysql/mariadb.pid" mariadbd
+  show "$RUN/slurmdbd.pid" slurmdbd
+fi
 show "$RUN/slurmctld.pid" slurmctld
 for n in "${NODES[@]}"; do show "$RUN/slurmd-$n.pid" slurmd "slurmd $n"; done
-show "$RUN/slurmrestd.pid" slurmrestd
+[ "$PRIMARY" = 1 ] && show "$RUN/slurmrestd.pid" slurmrestd
 node_states | sed 's/^/  /'
 if healthy; then echo "healthy"; else echo "NOT healthy (run $HERE/up.sh)"; exit 1; fi

@@ -3,12 +3,22 @@
 #   munge -> MariaDB -> slurmdbd (+ cluster, accounts, QOS) -> slurmctld (+ reservations)
 #   -> 4 slurmd (node01..04, each in its own netns + UTS namespace) -> slurmrestd (unix socket)
 # Base directory: $CALDERA_SLURM_BASE (default /tmp/caldera-slurm). Run as root.
+# CALDERA_SLURM_CLUSTER=burst starts the second cluster (see lib.sh): the first one is started
+# (or checked) first, since the second registers with its slurmdbd; no MariaDB/slurmdbd/REST.
 # When the cluster is already up and healthy (and the configs unchanged) this is a quick
 # no-op; it exits 0 only if the cluster is healthy at the end. Run install.sh first.
 set -euo pipefail
 TAG=up
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# The burst cluster's accounting is the caldera cluster's slurmdbd: start that one first,
+# before taking this cluster's lock (down.sh takes caldera's lock, then burst's: same order).
+if [ "$PRIMARY" = 0 ] && [ -z "${CALDERA_SLURM_LOCKED:-}" ]; then
+  s=$(now)
+  env -u CALDERA_SLURM_BASE -u CALDERA_SLURM_CLUSTER bash "$HERE/up.sh" |
+    sed 's/^\[up\]/[up caldera]/' || die "the caldera cluster (accounting) did not start"
+  step "caldera cluster (slurmdbd) up" "$s"
+fi
 # One up/down at a time per machine: re-exec under flock (-o: daemons do not inherit the lock).
 if [ -z "${CALDERA_SLURM_LOCKED:-}" ]; then
   exec env CALDERA_SLURM_LOCKED=1 flock -o -w 600 "$B.lock" bash "$0" "$@"
@@ -27,26 +37,27 @@ chown "$REST_USER:" "$B/rest"
 # --- configs: render the templates; remember which daemons need a restart
 s=$(now)
 mkdir -p "$B/etc.new"
-for f in slurm.conf gres.conf topology.conf slurmdbd.conf; do
-  render "$HERE/etc/$f.in" "$B/etc.new/$f"
-done
+for f in "${CONFS[@]}"; do render "$TEMPLATES/$f.in" "$B/etc.new/$f"; done
 CTLD_CHANGED=0; DBD_CHANGED=0
-for f in slurm.conf gres.conf topology.conf; do
+for f in "${CONFS[@]}"; do
   cmp -s "$B/etc.new/$f" "$B/etc/$f" || CTLD_CHANGED=1
 done
-cmp -s "$B/etc.new/slurmdbd.conf" "$B/etc/slurmdbd.conf" || DBD_CHANGED=1
+if [ "$PRIMARY" = 1 ]; then
+  render "$HERE/etc/slurmdbd.conf.in" "$B/etc.new/slurmdbd.conf"
+  cmp -s "$B/etc.new/slurmdbd.conf" "$B/etc/slurmdbd.conf" || DBD_CHANGED=1
+fi
 
 if [ $CTLD_CHANGED = 0 ] && [ $DBD_CHANGED = 0 ] && healthy; then
   rm -rf "$B/etc.new"
   step "already up and healthy (no-op)" "$T0"
   exit 0
 fi
-for f in slurm.conf gres.conf topology.conf slurmdbd.conf; do
-  cp "$B/etc.new/$f" "$B/etc/$f"
-done
+for f in "${CONFS[@]}"; do cp "$B/etc.new/$f" "$B/etc/$f"; chmod 644 "$B/etc/$f"; done
+if [ "$PRIMARY" = 1 ]; then
+  cp "$B/etc.new/slurmdbd.conf" "$B/etc/slurmdbd.conf"
+  chmod 600 "$B/etc/slurmdbd.conf"
+fi
 rm -rf "$B/etc.new"
-chmod 644 "$B"/etc/{slurm.conf,gres.conf,topology.conf}
-chmod 600 "$B/etc/slurmdbd.conf"
 step "configs in $B/etc (changed: ctld=$CTLD_CHANGED dbd=$DBD_CHANGED)" "$s"
 
 # --- munge (machine-wide socket /run/munge; shared with anything else using munge)
@@ -70,7 +81,7 @@ fi
 grep -q "inet $BRIDGE_IP/24" <<<"$(ip addr show dev "$BRIDGE")" || ip addr add "$BRIDGE_IP/24" dev "$BRIDGE"
 ip link set "$BRIDGE" up
 for i in "${!NODES[@]}"; do
-  n=${NODES[$i]}; ip_n=10.77.0.1$((i + 1))
+  n=${NODES[$i]}; ip_n=$NODE_NET.1$((i + 1))
   if grep -qw "$n" <<<"$(ip netns list)" &&
      grep -q "inet $ip_n/24" <<<"$(ip -n "$n" addr show dev eth0 2>/dev/null)" &&
      grep -q "master $BRIDGE" <<<"$(ip link show "veth-$n" 2>/dev/null)"; then
@@ -104,6 +115,7 @@ done
 chmod 666 "$B"/fakedev/nvidia*
 step "network $BRIDGE + netns ${NODES[*]}" "$s"
 
+if [ "$PRIMARY" = 1 ]; then
 # --- MariaDB (own datadir, 127.0.0.1:$DB_PORT, no /etc/mysql config)
 s=$(now)
 NEWDB=0
@@ -142,6 +154,7 @@ fi
 for _ in $(seq 1 300); do sacctmgr -n show cluster >/dev/null 2>&1 && break; sleep 0.1; done
 sacctmgr -n show cluster >/dev/null 2>&1 || die "slurmdbd not answering (see $LOG/slurmdbd.log)"
 step "slurmdbd pid $(cat "$RUN/slurmdbd.pid")" "$s"
+fi  # PRIMARY (MariaDB, slurmdbd)
 
 s=$(now)
 bash "$HERE/accounting.sh"
@@ -188,6 +201,7 @@ done
 nodes_ok || { node_states >&2; die "real nodes not up (see $LOG/slurmd-*.log)"; }
 step "slurmd x${#NODES[@]}: $(node_states | tr '\n' ' ')" "$s"
 
+if [ "$PRIMARY" = 1 ]; then
 # --- reservations the corpus names (virtual GPU nodes only, so real nodes stay free)
 s=$(now)
 have=$(scontrol -o show reservation 2>/dev/null | sed -n 's/^ReservationName=\([^ ]*\).*/\1/p')
@@ -215,6 +229,7 @@ fi
 for _ in $(seq 1 100); do [ -S "$REST_SOCK" ] && break; sleep 0.1; done
 [ -S "$REST_SOCK" ] || die "slurmrestd socket missing (see $LOG/slurmrestd.log)"
 step "slurmrestd pid $(cat "$RUN/slurmrestd.pid") $REST_SOCK" "$s"
+fi  # PRIMARY (reservations, slurmrestd)
 
 # --- an MPI test program for the smoke tests (built once)
 if [ ! -x "$B/bin/mpi_hello" ] && command -v mpicc >/dev/null 2>&1; then
@@ -223,4 +238,4 @@ if [ ! -x "$B/bin/mpi_hello" ] && command -v mpicc >/dev/null 2>&1; then
 fi
 
 healthy || die "cluster not healthy after start"
-step "cluster up (SLURM_CONF=$SLURM_CONF)" "$T0"
+step "cluster $CLUSTER up (SLURM_CONF=$SLURM_CONF)" "$T0"

@@ -38,7 +38,15 @@ def _b64(data: dict[str, object]) -> str:
 def test_tcp_without_a_token_is_refused_but_the_empty_page_loads(dash_gateway: DashGateway) -> None:
     d = dash_gateway
     job = _held(d, "tester", "mine")
-    for path in ("/ui/api/queue", f"/ui/api/jobs/{job}", "/ui/api/clusters", "/ui/api/whoami"):
+    for path in (
+        "/ui/api/queue",
+        f"/ui/api/jobs/{job}",
+        "/ui/api/clusters",
+        "/ui/api/whoami",
+        "/ui/api/decisions",
+        "/ui/api/fairshare",
+        "/ui/api/topology",
+    ):
         status, body = d.tcp(path)
         assert status == 401, (path, body)
         assert "mine" not in json.dumps(body)

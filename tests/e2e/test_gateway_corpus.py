@@ -57,6 +57,8 @@ def _site_config() -> str:
     )
     return (
         "time_scale = 0.001\nkill_wait_s = 1\nmax_array_size = 100001\n"
+        # the licences the corpus asks for (-L SCRATCH, cscratch1), as the test cluster has
+        'licenses = "cscratch1:1000,SCRATCH:1000,cfs:1000,matlab:8"\n'
         '[[nodes]]\nname = "bignode"\ncpus = 256\nmemory_mb = 1000000\ngpus = 8\n'
         'features = ["gpu", "cpu", "a100", "v100", "v100-32g", "v100-16g", "gpu80", "haswell",'
         ' "knl"]\n' + parts

@@ -3,8 +3,11 @@ real gateway, Caldera's binder (or Volcano, in the Volcano modes) places the gan
 runs the pods, and the batch script really runs on rank 0 with the SLURM_* environment; its
 exit code is what sacct and scontrol report.
 
-The script writes what it sees into a host directory mounted with --container-mounts (the
-cluster allows host mounts here), since the job's -o/-e files are not mapped yet.
+Jobs are submitted from the user's directory below the cluster's filesystem map (a hostPath
+at the same path on the nodes: the kubelets run on this machine), so the working directory
+and the -o/-e files are the user's own, as on a Slurm node. Some scripts also write into a
+host directory mounted with --container-mounts (the cluster allows host mounts here). Time
+limits are scaled (time_scale 0.25: -t 1 is 15 s) and KillWait is 2 s to keep it short.
 """
 
 from __future__ import annotations
@@ -64,6 +67,17 @@ def mode() -> str:
 
 
 @pytest.fixture
+def home(base: Path) -> Path:
+    """The submitting user's own directory, below the cluster's filesystem map."""
+    path = base / "users" / "tester"
+    path.mkdir(parents=True)
+    user = pwd.getpwnam("tester")
+    os.chown(path, user.pw_uid, user.pw_gid)
+    os.chmod(base / "users", 0o755)
+    return path
+
+
+@pytest.fixture
 def gw(kubelet_env: KubeletEnv, ns: str, base: Path, mode: str) -> Iterator[Gateway]:
     volcano = "false" if mode == "caldera" else "true"
     config = (
@@ -78,6 +92,9 @@ def gw(kubelet_env: KubeletEnv, ns: str, base: Path, mode: str) -> Iterator[Gate
         f'default_image = "{kubelet_env.job_image}"\n'
         "allow_host_mounts = true\n"
         "kill_wait_s = 2\n"
+        "time_scale = 0.25\n"
+        "[[kubernetes.cluster.filesystem]]\n"
+        f'prefix = "{base / "users"}"\n'
     )
     gw = start_gateway(base / "gw", config)
     try:
@@ -107,7 +124,13 @@ def _env_lines(text: str) -> dict[str, str]:
 # Caldera's binder, Volcano's scheduler with a PodGroup, and one Volcano Job per gang
 @pytest.mark.parametrize("mode", ["caldera", "volcano", "volcano-job"])
 def test_the_batch_script_runs_on_rank_zero_of_a_real_node_and_its_exit_code_is_reported(
-    gw: Gateway, kubelet_env: KubeletEnv, kube: KubeClient, ns: str, out: Path, mode: str
+    gw: Gateway,
+    kubelet_env: KubeletEnv,
+    kube: KubeClient,
+    ns: str,
+    out: Path,
+    mode: str,
+    home: Path,
 ) -> None:
     script = out / "job.sh"
     script.write_text(
@@ -126,6 +149,7 @@ def test_the_batch_script_runs_on_rank_zero_of_a_real_node_and_its_exit_code_is_
         f"--container-mounts={out}:/out",
         str(script),
         user="tester",
+        cwd=home,
     )
     gw.wait(job, timeout=120)
     acct = gw.ok(
@@ -159,16 +183,14 @@ def test_the_batch_script_runs_on_rank_zero_of_a_real_node_and_its_exit_code_is_
         )
     ]
     assert len(ran_on) == 1, cgroup
-    if mode == "caldera":
-        # Caldera's binder bound rank 0 where the gateway placed it. In the Volcano modes
-        # Volcano's scheduler picks the nodes and scontrol's BatchHost/NodeList still show the
-        # gateway's own placement, which differed in 4 of 6 runs here (a product gap).
-        assert ran_on == [batch_host.group(1)]
+    # rank 0 ran where scontrol says: Caldera's binder bound it where the gateway placed it;
+    # in the Volcano modes Volcano chose, and STARTED reported the pods' own nodes
+    assert ran_on == [batch_host.group(1)]
     assert_nothing_left(kube, ns)
 
 
 def test_a_two_node_gang_runs_one_real_pod_per_node_and_completes(
-    gw: Gateway, kubelet_env: KubeletEnv, kube: KubeClient, ns: str, out: Path
+    gw: Gateway, kubelet_env: KubeletEnv, kube: KubeClient, ns: str, out: Path, home: Path
 ) -> None:
     job = gw.sbatch(
         "-p",
@@ -178,6 +200,7 @@ def test_a_two_node_gang_runs_one_real_pod_per_node_and_completes(
         f"--container-mounts={out}:/out",
         "--wrap",
         "while [ ! -e /out/go ]; do sleep 0.2; done; echo done >/out/rank0",
+        cwd=home,
     )
     wait_until("both ranks running", lambda: len(_running_pods(kube, ns, job)) == 2, 90)
     cidrs = {n.name: ipaddress.ip_network(n.pod_cidr) for n in kubelet_env.nodes}
@@ -200,7 +223,7 @@ def test_a_two_node_gang_runs_one_real_pod_per_node_and_completes(
 
 
 def test_gpus_and_hcas_from_the_device_plugin_reach_the_batch_script(
-    gw: Gateway, kubelet_env: KubeletEnv, kube: KubeClient, ns: str, out: Path
+    gw: Gateway, kubelet_env: KubeletEnv, kube: KubeClient, ns: str, out: Path, home: Path
 ) -> None:
     """--gres=gpu:N is admitted by the kubelet only because the fake device plugin advertises
     nvidia.com/gpu; the container gets the fake character devices and CUDA_VISIBLE_DEVICES."""
@@ -217,6 +240,7 @@ def test_gpus_and_hcas_from_the_device_plugin_reach_the_batch_script(
         "--wrap",
         "{ env | grep -E '^(CUDA|NVIDIA)_VISIBLE_DEVICES=|^SLURM_GPUS_ON_NODE='; "
         "ls -ln /dev/nvidia* /dev/infiniband/; } >/out/gpus.txt 2>&1",
+        cwd=home,
     )
     gw.wait(job, timeout=60)
     acct = gw.ok(["sacct", "-j", str(job), "-X", "-P", "-n", "-o", "State,ExitCode"])
@@ -248,7 +272,7 @@ def _containerd_tasks(kubelet_env: KubeletEnv) -> list[str]:
 
 
 def test_scancel_stops_the_real_containers(
-    gw: Gateway, kubelet_env: KubeletEnv, kube: KubeClient, ns: str, out: Path
+    gw: Gateway, kubelet_env: KubeletEnv, kube: KubeClient, ns: str, out: Path, home: Path
 ) -> None:
     before = set(_containerd_tasks(kubelet_env))
     job = gw.sbatch(
@@ -260,6 +284,7 @@ def test_scancel_stops_the_real_containers(
         "--wrap",
         "trap 'echo TERM >/out/signal; exit 143' TERM; touch /out/started; "
         "while :; do sleep 0.2; done",
+        cwd=home,
     )
     wait_until("the script started", (out / "started").exists, 90)
     # two ranks, each a pause container and the job's container
@@ -269,4 +294,97 @@ def test_scancel_stops_the_real_containers(
     assert gw.job(job)["state"] == "CANCELLED"
     wait_until("the containers gone", lambda: not set(_containerd_tasks(kubelet_env)) - before, 60)
     assert (out / "signal").read_text() == "TERM\n"  # stopped with SIGTERM first, as Slurm does
+    assert_nothing_left(kube, ns)
+
+
+def _owner_and_mode(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_uid, st.st_gid, st.st_mode & 0o777
+
+
+def test_the_working_directory_and_output_files_are_the_users_own(
+    gw: Gateway, kubelet_env: KubeletEnv, kube: KubeClient, ns: str, home: Path
+) -> None:
+    """No -o: slurm-<id>.out in the submit directory; -e with patterns; both created by the
+    submitter's uid with the umask sbatch ran with (027), as slurmstepd creates them."""
+    job = gw.sbatch(
+        "-p",
+        kubelet_env.partition,
+        "-N",
+        "2",
+        "-J",
+        "files",
+        "-e",
+        "err-%j-%x.txt",
+        "--wrap",
+        "pwd; id -u; echo to-stderr >&2; echo made >made-by-job",
+        cwd=home,
+        user="tester",
+        env={"SLURM_UMASK": "0027"},
+    )
+    gw.wait(job, timeout=60)
+    acct = gw.ok(["sacct", "-j", str(job), "-X", "-P", "-n", "-o", "State,ExitCode"])
+    assert acct.strip() == "COMPLETED|0:0"
+    tester = pwd.getpwnam("tester")
+    out, err, made = home / f"slurm-{job}.out", home / f"err-{job}-files.txt", home / "made-by-job"
+    assert out.read_text().splitlines() == [str(home), str(tester.pw_uid)]
+    assert err.read_text() == "to-stderr\n"
+    for path in (out, err, made):
+        assert _owner_and_mode(path) == (tester.pw_uid, tester.pw_gid, 0o640), path
+    show = gw.ok(["scontrol", "show", "job", str(job)])
+    assert f"StdOut={out}" in show
+    assert f"WorkDir={home}" in show
+    assert_nothing_left(kube, ns)
+
+
+def test_a_job_over_its_time_limit_gets_term_then_kill_after_killwait_and_times_out(
+    gw: Gateway, kubelet_env: KubeletEnv, kube: KubeClient, ns: str, home: Path
+) -> None:
+    """-t 1 (15 s here): SIGTERM at the limit, which the script ignores, SIGKILL KillWait
+    (2 s) later; State TIMEOUT, Reason TimeLimit. The kernel's uptime is the clock both the
+    script and the test read."""
+    job = gw.sbatch(
+        "-p",
+        kubelet_env.partition,
+        "-t",
+        "1",
+        "--wrap",
+        "up() { cut -d' ' -f1 /proc/uptime; }; trap 'echo TERM $(up) >>log' TERM; "
+        "while :; do echo alive $(up) >>log; sleep 0.2; done",
+        cwd=home,
+        user="tester",
+    )
+    gw.wait(job, timeout=60)
+    show = gw.ok(["scontrol", "show", "job", str(job)])
+    assert re.search(r"\bJobState=TIMEOUT Reason=TimeLimit\b", show), show
+    acct = gw.ok(["sacct", "-j", str(job), "-X", "-P", "-n", "-o", "State"])
+    assert acct.strip() == "TIMEOUT"
+    lines = [line.split() for line in (home / "log").read_text().splitlines()]
+    term = [float(t) for what, t in lines if what == "TERM"]
+    alive = [float(t) for what, t in lines if what == "alive"]
+    assert len(term) == 1, lines[-5:]
+    assert 13 <= term[0] - alive[0] <= 25  # the limit (15 s) from the script's start
+    assert 1.5 <= alive[-1] - term[0] <= 6  # still alive for KillWait, then killed
+    assert_nothing_left(kube, ns)
+
+
+def test_a_job_over_its_memory_is_oom_killed_by_the_cgroup_and_reported_out_of_memory(
+    gw: Gateway, kubelet_env: KubeletEnv, kube: KubeClient, ns: str, home: Path
+) -> None:
+    job = gw.sbatch(
+        "-p",
+        kubelet_env.partition,
+        "--mem=48M",
+        "--wrap",
+        "echo before; x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo after ${#x}",
+        cwd=home,
+        user="tester",
+    )
+    gw.wait(job, timeout=60)
+    show = gw.ok(["scontrol", "show", "job", str(job)])
+    assert re.search(r"\bJobState=OUT_OF_MEMORY Reason=OutOfMemory\b", show), show
+    assert re.search(r"\bExitCode=0:125\b", show), show  # Slurm's SIG_OOM
+    acct = gw.ok(["sacct", "-j", str(job), "-X", "-P", "-n", "-o", "State"])
+    assert acct.strip() == "OUT_OF_MEMORY"
+    assert (home / f"slurm-{job}.out").read_text() == "before\n"
     assert_nothing_left(kube, ns)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from gateway.model.backend import EventKind
-from gateway.model.state import JobState
+from gateway.model.job import RankPlacement
+from gateway.model.state import JobState, Reason
 from k8s_bridge.backend import KubernetesBackend
 from k8s_bridge.kube import CONFIGMAPS, PODGROUPS, PODS, SERVICES, VCJOBS, KubeClient
 from k8s_bridge.options import GangMode
@@ -90,6 +92,61 @@ def test_gang_runs_through_volcano_and_completes(
     assert (done.state, done.exit_code) == (JobState.COMPLETED, 0)
     events.settle()
     assert_nothing_left(vkube, vns)
+
+
+def test_volcano_places_the_gang_and_started_names_the_nodes_its_pods_run_on(
+    vbackend: KubernetesBackend, vkube: KubeClient, vns: str
+) -> None:
+    """The gateway's placement (here nodes that do not exist) is not where the job runs:
+    Volcano queues and places the gang, the job is reported queued until every rank runs,
+    and STARTED (then FINISHED) carries each rank's spec.nodeName and the pods' start."""
+    assert vbackend.places_itself
+    events = Events(vbackend)
+    launch = make_launch(605, nodes=3)  # small ranks: only -N keeps them on 3 nodes
+    where = tuple(RankPlacement(node=f"gw-{r}", tasks=1, cpus=1, memory_mb=0) for r in range(3))
+    handed = time.time()
+    vbackend.submit(replace(launch, placement=where, job=replace(launch.job, placement=where)))
+    started = events.wait(605, EventKind.STARTED)
+    queued = events.of(605, EventKind.PENDING)
+    assert [(e.state, e.reason) for e in queued] == [(JobState.PENDING, Reason.RESOURCES)]
+    assert events.seen.index(queued[0]) < events.seen.index(started)
+    pods = {
+        int(p["metadata"]["labels"]["caldera.io/rank"]): p
+        for p in vkube.list(PODS, vns, label_selector="caldera.io/job-id=605")[0]
+    }
+    assert started.nodes == tuple(pods[r]["spec"]["nodeName"] for r in range(3))
+    assert len(set(started.nodes)) == 3  # -N 3: three nodes, as Slurm allocates
+    assert started.state is JobState.RUNNING
+    assert started.started_at is not None
+    assert handed <= started.started_at <= time.time()
+    end_rank(vkube, vns, pod_of(vkube, vns, 605, 0))
+    done = events.wait(605, EventKind.FINISHED)
+    assert done.nodes == started.nodes
+    events.settle()
+    assert_nothing_left(vkube, vns)
+
+
+def test_in_caldera_mode_the_gateway_places_and_nothing_is_reported_queued(
+    k8s_env_volcano: K8sEnv, vkube: KubeClient, vns: str
+) -> None:
+    backend = new_backend(k8s_env_volcano, vns, mode=GangMode.CALDERA)
+    try:
+        assert not backend.places_itself
+        events = Events(backend)
+        launch = make_launch(606, nodes=2)
+        where = tuple(
+            RankPlacement(node=n, tasks=1, cpus=1, memory_mb=0)
+            for n in ("kwok-node-05", "kwok-node-02")
+        )
+        backend.submit(replace(launch, placement=where, job=replace(launch.job, placement=where)))
+        started = events.wait(606, EventKind.STARTED)
+        assert started.nodes == ("kwok-node-05", "kwok-node-02")
+        assert not events.of(606, EventKind.PENDING)
+        end_rank(vkube, vns, "caldera-606-0")
+        events.wait(606, EventKind.FINISHED)
+        events.settle()
+    finally:
+        backend.close()
 
 
 def test_a_failed_rank_fails_the_volcano_gang(

@@ -71,7 +71,7 @@ def make_node(env: K8sEnv, kube: KubeClient, labels: dict[str, str]) -> str:
             "capacity": copy.deepcopy(model["status"]["capacity"]),
         },
     }
-    client.CoreV1Api(env.api_client()).create_node(body)
+    client.CoreV1Api(env.api_client()).create_node(body)  # type: ignore[arg-type]
 
     def ready() -> bool:
         node = kube.get(NODES, None, name)
@@ -229,3 +229,27 @@ def test_a_withdrawal_survives_a_gateway_restart_before_it_was_delivered(
         assert_nothing_left(kube, ns)
     finally:
         second.close()
+
+
+def test_nodes_a_cancelled_gang_held_take_the_next_gang_at_once(
+    k8s_env: K8sEnv, kube: KubeClient, ns: str
+) -> None:
+    """The binder assumes the pods it binds until its view shows them; a gang cancelled
+    before another placement pass saw them must not hold its nodes until that expires."""
+    backend = new_backend(k8s_env, ns, kill_wait_s=0)
+    events = Events(backend)
+    try:
+        first = make_launch(804, nodes=2, gpus=8)
+        backend.submit(placed(first, "kwok-node-05", "kwok-node-06"))
+        events.wait(804, EventKind.STARTED)
+        backend.cancel(first.job)
+        wait_until("the first gang gone", lambda: not pods_of(kube, ns, 804), 15)
+        second = make_launch(805, nodes=2, gpus=8)
+        backend.submit(placed(second, "kwok-node-05", "kwok-node-06"))
+        started = events.wait(805, EventKind.STARTED, timeout=5)  # not after 60 s
+        assert started.nodes == ("kwok-node-05", "kwok-node-06")
+        end_rank(kube, ns, "caldera-805-0")
+        events.wait(805, EventKind.FINISHED)
+        events.settle()
+    finally:
+        backend.close()

@@ -159,6 +159,13 @@ def start_gateway(base: Path, config: str = "") -> Gateway:
     return Gateway(home, shims, work)
 
 
+def restart(gw: Gateway) -> None:
+    """`caldera up` again in the gateway's home (after a crash or `caldera down`)."""
+    env = {**os.environ, "CALDERA_HOME": str(gw.home), "CALDERA_SOCKET": str(gw.socket)}
+    up = subprocess.run([*CALDERA, "up"], env=env, capture_output=True, text=True, timeout=60)
+    assert up.returncode == 0, up.stderr + up.stdout
+
+
 def stop_gateway(gw: Gateway) -> None:
     """`caldera down`, then remove the jobs' spool."""
     env = {**os.environ, "CALDERA_HOME": str(gw.home), "CALDERA_SOCKET": str(gw.socket)}

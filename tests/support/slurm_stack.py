@@ -30,11 +30,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.support.shared_data import CORPUS_DIR, REPO_ROOT
+
+if TYPE_CHECKING:
+    from tests.support.slurm_burst import SlurmClusters
 
 __all__ = [
     "CORPUS_DIR",
@@ -54,6 +57,7 @@ __all__ = [
     "scontrol_lines",
     "show_job",
     "show_jobs",
+    "slurm_burst_cluster",
     "slurm_cluster",
     "slurm_env",
     "stack",
@@ -504,3 +508,14 @@ def slurm_cluster() -> SlurmStack:
     if os.geteuid() != 0:
         pytest.skip("the Slurm test cluster needs root (testenv/slurm/up.sh)")
     return ensure_up()
+
+
+@pytest.fixture(scope="session")
+def slurm_burst_cluster() -> SlurmClusters:
+    """Both real clusters, caldera and burst (tests/support/slurm_burst.py; started when
+    needed, left running after the session)."""
+    if os.geteuid() != 0:
+        pytest.skip("the Slurm test clusters need root (testenv/slurm/up.sh)")
+    from tests.support.slurm_burst import ensure_burst_up
+
+    return ensure_burst_up()

@@ -11,7 +11,7 @@ from k8s_bridge.options import GangMode, Toleration
 
 
 def _parse(text: str, **kw: int):  # type: ignore[no-untyped-def]
-    return parse_kubernetes_config(tomllib.loads(text)["kubernetes"], **kw)
+    return parse_kubernetes_config(tomllib.loads(text)["kubernetes"], "[kubernetes]", **kw)
 
 
 def test_a_full_table() -> None:
@@ -70,6 +70,19 @@ effect = "NoSchedule"
         ('name = "a"\nvolcano = "yes"', 'volcano must be "auto", true or false'),
         ('name = "a"\nserver = "https://k:6443"', "server needs token_file"),
         ('name = "a"\nrun_as_user = 1', "run_as_user must be true or false"),
+        (
+            'name = "a"\n[[kubernetes.cluster.filesystem]]\nprefix = "home"',
+            "filesystem[0]: prefix and host_path must be absolute paths",
+        ),
+        (
+            'name = "a"\n[[kubernetes.cluster.filesystem]]\nprefix = "/home"\n'
+            '[[kubernetes.cluster.filesystem]]\nprefix = "/home/alice/"',
+            "filesystem[1]: /home/alice overlaps /home",
+        ),
+        (
+            'name = "a"\n[[kubernetes.cluster.filesystem]]\nprefix = "/h"\nhostpath = "/x"',
+            "filesystem[0]: unknown setting 'hostpath'",
+        ),
     ],
 )
 def test_mistakes_are_named(body: str, message: str) -> None:
@@ -87,3 +100,17 @@ def test_names_are_unique_and_a_cluster_is_needed() -> None:
         _parse("[kubernetes]\n")
     with pytest.raises(KubeConfigError, match="unknown setting 'clusters'"):
         _parse("[kubernetes]\nclusters = 1\n")
+
+
+def test_the_filesystem_map_is_read_normalised() -> None:
+    (cluster,) = _parse(
+        '[kubernetes]\n[[kubernetes.cluster]]\nname = "a"\ntime_scale = 0.5\n'
+        '[[kubernetes.cluster.filesystem]]\nprefix = "/home/"\nhost_path = "/export/home"\n'
+        '[[kubernetes.cluster.filesystem]]\nprefix = "/scratch"\n'
+    )
+    fs = cluster.options.filesystem
+    assert [(d.prefix, d.source) for d in fs] == [
+        ("/home", "/export/home"),
+        ("/scratch", "/scratch"),
+    ]
+    assert cluster.options.time_scale == 0.5

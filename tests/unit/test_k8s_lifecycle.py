@@ -11,6 +11,15 @@ from k8s_bridge.lifecycle import PodState, gang_status, parse_pod
 from k8s_bridge.options import GangMode, K8sOptions
 from k8s_bridge.render import render_gang
 from k8s_bridge.request import GangRequest
+from k8s_bridge.states import (
+    EVENT_OF_STATE,
+    LOST,
+    STATE_OF_PHASE,
+    STATE_OF_REASON,
+    WITHDRAWN,
+    event_kind,
+    pod_job_state,
+)
 from tests.support.builders import make_job
 
 
@@ -172,3 +181,56 @@ def test_requeue_turns_a_failed_rank_into_a_lost_gang_but_not_a_failed_script() 
     plain = _gang().decide(rank_failed, 0.0, 0.0, 30)
     assert plain is not None
     assert (plain.kind, plain.state) == (EventKind.FINISHED, JobState.FAILED)
+
+
+def test_every_state_a_gang_can_reach_has_its_event_in_the_one_table() -> None:
+    """Every pod phase x every reason the table knows (and one it does not), as rank 0 and
+    as a failing other rank: the gang's state is in states.EVENT_OF_STATE, and the verdict
+    is reported as the table says."""
+    reasons = [None, "Error", *STATE_OF_REASON]
+    for phase in STATE_OF_PHASE:
+        for reason in reasons:
+            for pods in ([pod(0, phase, reason=reason)], [pod(0), pod(1, phase, reason=reason)]):
+                status = gang_status(pods, len(pods))
+                if status.state is None:
+                    continue
+                assert status.state in EVENT_OF_STATE, (phase, reason)
+                verdict = Verdict.from_status(status)
+                assert verdict.kind is EVENT_OF_STATE[status.state]
+    assert pod_job_state("Failed", "OOMKilled") is JobState.OUT_OF_MEMORY
+    assert pod_job_state("Running", None, preempted=True) is JobState.PREEMPTED
+    assert event_kind(JobState.RUNNING) is EventKind.STARTED
+    assert event_kind(JobState.PENDING) is EventKind.PENDING
+
+
+def test_lost_and_withdrawn_verdicts_round_trip_also_in_the_older_spelling() -> None:
+    for kind, state in ((EventKind.LOST, LOST), (EventKind.WITHDRAWN, WITHDRAWN)):
+        verdict = Verdict(state, Reason.NODE_DOWN, message="gone")
+        assert verdict.kind is kind
+        assert decode_verdict(encode_verdict(verdict)) == verdict
+        older = {"caldera.io/verdict": f"{kind.value} - NodeDown 0 0"}
+        back = decode_verdict(older)
+        assert back is not None
+        assert (back.kind, back.state) == (kind, state)
+    assert decode_verdict({"caldera.io/verdict": "finished RUNNING None 0 0"}) is None
+
+
+def test_the_kubelets_deadline_wins_over_the_killed_containers_error() -> None:
+    """activeDeadlineSeconds: the kubelet fails the pod (DeadlineExceeded) and its container
+    ends killed ("Error", 137): the job timed out, it did not fail."""
+    labels = {"caldera.io/job-id": "5", "caldera.io/rank": "0"}
+    terminated = {"terminated": {"exitCode": 137, "reason": "Error"}}
+    obj = {
+        "metadata": {"name": "caldera-5-0", "labels": labels},
+        "spec": {"nodeName": "n1"},
+        "status": {
+            "phase": "Failed",
+            "reason": "DeadlineExceeded",
+            "containerStatuses": [{"state": terminated}],
+        },
+    }
+    parsed = parse_pod(obj)
+    assert parsed is not None
+    status = gang_status([parsed], 1)
+    assert (status.state, status.reason) == (JobState.TIMEOUT, Reason.TIME_LIMIT)
+    assert status.exit_code == 9  # killed by SIGKILL after KillWait: ExitCode 0:9

@@ -20,7 +20,7 @@ from gateway.model.jobspec import JobSpec
 from gateway.model.state import JobState
 from gateway.model.values import GresItem
 from k8s_bridge.names import GangNames
-from k8s_bridge.options import GangMode, K8sOptions, Toleration
+from k8s_bridge.options import GangMode, K8sOptions, SharedDir, Toleration
 from k8s_bridge.render import GangManifests, TranslationError, render_gang
 from k8s_bridge.request import GangRequest, rank_shares, rdma_per_rank
 
@@ -297,7 +297,8 @@ def test_requests_from_a_launch_use_the_restart_count_as_attempt() -> None:
     req = GangRequest.from_launch(launch)
     assert req.attempt == 2
     assert dict(req.environment) == {"A": "1", "NCCL_IB_HCA": "mlx5_0"}
-    assert req.deadline_s == 600
+    assert req.deadline_s() == 600
+    assert req.deadline_s(0.25) == 150
     assert GangNames("caldera", 7, 2).pod(0) == "caldera-7-r2-0"
 
 
@@ -310,3 +311,70 @@ def test_the_shared_environment_is_slurms_batch_environment_of_the_pods() -> Non
     assert env["SLURM_JOB_PARTITION"] == "a100"
     for key in ("SLURM_PROCID", "SLURM_NODEID", "HOSTNAME", "CUDA_VISIBLE_DEVICES"):
         assert key not in env
+
+
+SHARED = (SharedDir("/home"), SharedDir("/scratch", "/export/scratch"))
+
+
+def _rank0(manifests: GangManifests) -> dict[str, Any]:
+    container = manifests.pods[0]["spec"]["containers"][0]
+    assert isinstance(container, dict)
+    return container
+
+
+def test_files_land_in_the_shared_submit_directory_as_slurmstepd_opens_them() -> None:
+    opts = K8sOptions(filesystem=SHARED)
+    job = spec(stderr="/scratch/alice/%x-%j.err", open_mode="append", nodes_min=2)
+    req = request(job, environment={"SLURM_UMASK": "0077"})
+    manifests = render_gang(req, opts, GangMode.CALDERA)
+    for pod in manifests.pods:  # every rank has the directories and starts in the workdir
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        assert volumes["shared-0"]["hostPath"]["path"] == "/home"
+        assert volumes["shared-1"]["hostPath"]["path"] == "/export/scratch"
+        container = pod["spec"]["containers"][0]
+        assert container["workingDir"] == "/home/alice/run"
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert (mounts["shared-0"], mounts["shared-1"]) == ("/home", "/scratch")
+    command = _rank0(manifests)["command"]
+    assert command[:2] == ["/bin/sh", "-c"]
+    assert command[3] == "/caldera/job/script"
+    line = command[2]
+    assert line.startswith("umask 0077; cd /home/alice/run && exec")
+    assert ">>/home/alice/run/slurm-4242.out 2>>/scratch/alice/train-4242.err" in line
+
+
+def test_without_a_filesystem_map_the_output_stays_in_the_pod_log() -> None:
+    manifests = render_gang(request(spec()), K8sOptions(), GangMode.CALDERA)
+    assert _rank0(manifests)["command"] == ["/caldera/job/script"]
+    assert "workingDir" not in _rank0(manifests)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"workdir": "/tmp/x"}, "working directory /tmp/x is not shared with cluster gpu-east"),
+        ({"stdout": "/var/log/out"}, "-o /var/log/out is not in a directory shared"),
+    ],
+)
+def test_files_outside_the_map_are_refused(fields: dict[str, str], message: str) -> None:
+    with pytest.raises(TranslationError, match=message):
+        render_gang(request(spec(**fields)), K8sOptions(filesystem=SHARED), GangMode.CALDERA)
+
+
+@pytest.mark.parametrize("mode", list(GangMode))
+def test_ranks_the_gateway_put_on_nodes_of_their_own_stay_apart_where_another_schedules(
+    mode: GangMode,
+) -> None:
+    job_spec = spec(nodes_min=2)
+    apart = (RankPlacement("n1", 1, 1, 0), RankPlacement("n2", 1, 1, 0))
+    shared = (RankPlacement("n1", 1, 1, 0), RankPlacement("n1", 1, 1, 0))
+    for placement, expected in ((apart, mode is not GangMode.CALDERA), (shared, False)):
+        gang = render_gang(request(job_spec, placement=placement), K8sOptions(), mode)
+        pods = gang.pods or tuple(t["template"] for t in (gang.volcano_job or {})["spec"]["tasks"])
+        for pod in pods:
+            anti = pod["spec"].get("affinity", {}).get("podAntiAffinity")
+            assert (anti is not None) is expected, (mode, placement)
+            if anti is not None:
+                (term,) = anti["requiredDuringSchedulingIgnoredDuringExecution"]
+                assert term["topologyKey"] == "kubernetes.io/hostname"
+                assert term["labelSelector"]["matchLabels"]["caldera.io/job-id"] == "4242"

@@ -39,6 +39,9 @@ function showLogin(message) {
   $("login-error").textContent = message;
   $("queue").tBodies[0].replaceChildren();  // nothing seen with the old token stays
   $("clusters").replaceChildren();
+  $("decisions").tBodies[0].replaceChildren();
+  $("fairshare").tBodies[0].replaceChildren();
+  $("topology").replaceChildren();
   stopPolling();
 }
 
@@ -218,6 +221,10 @@ async function loadJob(id) {
     tr.appendChild(el("td", JSON.stringify(e.detail)));
     return tr;
   }));
+  const routing = data.routing || [];
+  $("job-routing-box").hidden = !routing.length && !j.route_note;
+  setText($("job-route-note"), j.route_note ? "Last decision: " + j.route_note : "");
+  $("job-routing").tBodies[0].replaceChildren(...routing.map((d) => decisionRow(d, false)));
   $("job-steps").tBodies[0].replaceChildren(...data.steps.map((s) => {
     const tr = el("tr");
     for (const v of [j.id + "." + s.step_id, s.name, s.state, s.nodes, s.exit_code]) {
@@ -292,12 +299,91 @@ async function loadClusters() {
   $("clusters").replaceChildren(...out);
 }
 
+// --- routing decisions, fair share, topology ---------------------------------------
+function comparedText(compared) {
+  return compared.map((c) => c.cluster + " " + (c.start === null ? "unknown" : fmtTime(c.start))).join(", ");
+}
+
+function decisionRow(d, withJob) {
+  const tr = el("tr", null, "decision-" + d.kind);
+  tr.appendChild(el("td", fmtTime(d.time)));
+  if (withJob) {
+    tr.dataset.jobId = d.job_id;
+    const link = el("a", d.id);
+    link.href = "#/job/" + d.job_id;
+    const idCell = el("td");
+    idCell.appendChild(link);
+    tr.appendChild(idCell);
+    tr.appendChild(el("td", d.name));
+    tr.appendChild(el("td", d.user));
+  }
+  tr.appendChild(el("td", d.kind));
+  tr.appendChild(el("td", d.from || ""));
+  tr.appendChild(el("td", d.to || "(nowhere)"));
+  tr.appendChild(el("td", comparedText(d.compared)));
+  tr.appendChild(el("td", d.why, "why"));
+  return tr;
+}
+
+async function loadDecisions() {
+  const data = await api("api/decisions");
+  $("decisions").tBodies[0].replaceChildren(...data.decisions.map((d) => decisionRow(d, true)));
+}
+
+async function loadFairshare() {
+  const data = await api("api/fairshare");
+  $("fairshare").tBodies[0].replaceChildren(...data.rows.map((r) => {
+    const tr = el("tr", null, r.user === null ? "fs-account" : "fs-user");
+    const name = el("td", r.user === null ? r.account : r.user);
+    name.style.paddingLeft = (0.5 + 1.5 * r.depth).toFixed(1) + "em";
+    tr.appendChild(name);
+    for (const v of [r.shares, r.norm_shares, r.raw_usage, r.effectv_usage, r.fairshare]) {
+      tr.appendChild(el("td", v));
+    }
+    return tr;
+  }));
+}
+
+async function loadTopology() {
+  const data = await api("api/topology");
+  const out = [];
+  for (const c of data.clusters) {
+    const box = el("div", null, "topo-cluster");
+    box.appendChild(el("h2", "Cluster " + c.name + (c.reachable ? "" : " (unreachable)")));
+    for (const sw of c.switches) {
+      const s = el("div", null, "topo-switch");
+      s.dataset.switch = sw.name;
+      const head = el("div", sw.name + (sw.above.length ? "  \u2191 " + sw.above.join(" \u2191 ") : ""), "topo-head");
+      head.appendChild(bar(Math.round(sw.share * 100), 100));
+      s.appendChild(head);
+      for (const n of sw.nodes) {
+        const t = el("div", null, "topo-node node-" + n.state);
+        t.dataset.node = n.name;
+        t.title = n.name + " " + n.state + ": CPUs " + n.alloc_cpus + "/" + n.cpus +
+          (n.gpus ? ", GPUs " + n.alloc_gpus + "/" + n.gpus : "") + ", jobs " + n.jobs;
+        const fill = el("span", null, "topo-fill");
+        fill.style.height = Math.min(100, n.share * 100).toFixed(1) + "%";
+        t.appendChild(fill);
+        t.appendChild(el("span", n.name, "topo-name"));
+        t.appendChild(el("span", n.state, "topo-state"));
+        s.appendChild(t);
+      }
+      box.appendChild(s);
+    }
+    out.push(box);
+  }
+  $("topology").replaceChildren(...out);
+}
+
 // --- routing and live updates --------------------------------------------------------
 function route() {
   const h = location.hash || "#/queue";
   const m = h.match(/^#\/job\/(\d+)/);
   if (m) return { name: "job", id: m[1] };
   if (h.startsWith("#/clusters")) return { name: "clusters" };
+  if (h.startsWith("#/decisions")) return { name: "decisions" };
+  if (h.startsWith("#/topology")) return { name: "topology" };
+  if (h.startsWith("#/fairshare")) return { name: "fairshare" };
   return { name: "queue" };
 }
 
@@ -312,6 +398,9 @@ async function refresh() {
   try {
     if (r.name === "job") await loadJob(r.id);
     else if (r.name === "clusters") await loadClusters();
+    else if (r.name === "decisions") await loadDecisions();
+    else if (r.name === "topology") await loadTopology();
+    else if (r.name === "fairshare") await loadFairshare();
     else await loadQueue();
     $("error").textContent = "";
     $("last-update").textContent = "updated " + new Date().toLocaleTimeString();

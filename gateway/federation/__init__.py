@@ -1,0 +1,1 @@
+"""Multi-cluster federation: eligibility, predicted-start routing, bursting, siblings."""

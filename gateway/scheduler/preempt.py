@@ -1,0 +1,149 @@
+"""Preemption victims: which running jobs a pending job that cannot start now should end.
+
+Slurm's rule (preempt/qos, preempt/partition_prio, slurmctld's _preempt_job_list): a
+preemptor may take the resources of running jobs it is allowed to preempt; victims are
+whole jobs (every rank of a gang), the fewest and lowest-priority ones whose resources
+suffice on the nodes the preemptor would use, never more than needed. A victim already
+being ended (grace time running) counts as free for the preemptor it was chosen for, so a
+preemptor waiting for its victims picks no new ones.
+
+`choose_victims` is pure; `Preemption` is the cycle's per-cycle bookkeeping (a victim is
+claimed by one preemptor per cycle; the cycle keeps what a preemptor will use out of
+lower-priority jobs' reach meanwhile).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
+
+from gateway.model.job import Job, RankPlacement
+from gateway.scheduler.request import node_request
+from gateway.scheduler.snapshot import NodeFree
+
+__all__ = ["Preemption", "choose_victims", "released"]
+
+P = TypeVar("P")
+
+# (preemptor, running job) -> whether the preemptor may preempt it now
+MayPreempt = Callable[[Job, Job], bool]
+
+
+def released(free: Mapping[str, NodeFree], victims: Iterable[Job]) -> dict[str, NodeFree]:
+    """The free map once the victims' runs are gone (every rank of each)."""
+    out = dict(free)
+    for job in victims:
+        exclusive = node_request(job.spec, ()).exclusive
+        for rank in job.placement:
+            cur = out.get(rank.node)
+            if cur is None:
+                continue
+            node = cur.node
+            out[rank.node] = replace(
+                cur,
+                cpus=min(node.cpus, cur.cpus + rank.cpus),
+                memory_mb=min(node.memory_mb, cur.memory_mb + rank.memory_mb),
+                gpus=cur.gpus | frozenset(rank.gpus),
+                exclusive_jobs=max(0, cur.exclusive_jobs - int(exclusive)),
+                jobs=max(0, cur.jobs - 1),
+            )
+    return out
+
+
+def _order(job: Job, ending: frozenset[int]) -> tuple[int, int, float, int]:
+    """Victims already being ended first (they cost nothing more), then the lowest
+    priority, then the youngest (Slurm prefers to preempt the job that ran least)."""
+    return (
+        0 if job.job_id in ending else 1,
+        job.priority,
+        -(job.start_time or 0.0),
+        -job.job_id,
+    )
+
+
+def choose_victims(
+    preemptor: Job,
+    running: Iterable[Job],
+    free: Mapping[str, NodeFree],
+    fits: Callable[[dict[str, NodeFree]], Sequence[RankPlacement] | None],
+    may_preempt: MayPreempt,
+    ending: frozenset[int] = frozenset(),
+) -> tuple[Job, ...] | None:
+    """The victims that let `preemptor` start (`fits`: its placement on a free map, or
+    None), or None when preempting every job it may preempt would not suffice. Jobs in
+    `ending` are already being ended for it and are always usable."""
+    cands = sorted(
+        (
+            r
+            for r in running
+            if r.state.is_active
+            and r.placement
+            and r.job_id != preemptor.job_id
+            and any(p.node in free for p in r.placement)
+            and (r.job_id in ending or may_preempt(preemptor, r))
+        ),
+        key=lambda r: _order(r, ending),
+    )
+    chosen: list[Job] = []
+    placement: Sequence[RankPlacement] | None = None
+    for cand in cands:
+        chosen.append(cand)
+        placement = fits(released(free, chosen))
+        if placement is not None:
+            break
+    if placement is None:
+        return None
+    # never more than needed: drop, highest priority first, any victim without which the
+    # preemptor still fits (a job chosen early may have become unnecessary)
+    for victim in sorted(chosen, key=lambda r: _order(r, ending), reverse=True):
+        if victim.job_id in ending:
+            continue
+        rest = [v for v in chosen if v is not victim]
+        if fits(released(free, rest)) is not None:
+            chosen = rest
+    placement = fits(released(free, chosen))
+    used = {p.node for p in placement or ()}
+    return tuple(v for v in chosen if any(p.node in used for p in v.placement))
+
+
+@dataclass
+class Preemption:
+    """One cycle's preemption: the rules, the running jobs, and the victims claimed so far
+    (job id -> the victims it waits for)."""
+
+    may_preempt: MayPreempt
+    running: tuple[Job, ...]
+    ending: Mapping[int, frozenset[int]] = field(default_factory=dict)  # preemptor -> victims
+    claimed: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    # a cheap first test per pending job (e.g. its QOS lists no other: never a preemptor)
+    worth_asking: Callable[[Job], bool] = lambda job: True
+
+    def attempt(
+        self,
+        job: Job,
+        free: dict[str, NodeFree],
+        place: Callable[[dict[str, NodeFree]], tuple[P, Sequence[RankPlacement]] | None],
+    ) -> tuple[tuple[int, ...], Sequence[RankPlacement]] | None:
+        """Victims for `job` and the placement it will have once they are gone, or None.
+        The victims are claimed for this cycle; the caller keeps the placement's share
+        that is free now out of later jobs' reach (Planner.hold)."""
+        mine = self.ending.get(job.job_id, frozenset())
+        if not mine and not self.worth_asking(job):
+            return None
+        busy = {v for vs in self.claimed.values() for v in vs}
+        busy |= {v for p, vs in self.ending.items() if p != job.job_id for v in vs}
+        preemptors = set(self.ending) | set(self.claimed)
+        running = [r for r in self.running if r.job_id not in busy and r.job_id not in preemptors]
+
+        def fits(f: dict[str, NodeFree]) -> Sequence[RankPlacement] | None:
+            got = place(dict(f))
+            return None if got is None else got[1]
+
+        victims = choose_victims(job, running, free, fits, self.may_preempt, mine)
+        if not victims:
+            return None
+        placement = fits(released(free, victims)) or ()
+        ids = tuple(v.job_id for v in victims)
+        self.claimed[job.job_id] = ids
+        return ids, placement

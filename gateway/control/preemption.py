@@ -194,6 +194,7 @@ class Preempter:
         else:  # Slurm: State PREEMPTED, ExitCode 0:15
             out = gw.ended(current, JobState.PREEMPTED, _SIGTERM)
         del self.victims[victim.job_id]
+        gw.metrics.preempted(current.cluster, victim.mode.value)
         try:
             await gw.commit_or_log([out], "preempt-end", mode=victim.mode.value.upper())
         finally:

@@ -157,10 +157,10 @@ class Router:
         )
         skipped = [why for why in verdicts.values() if why is not None]
         note = route.reason + (f"; skipped {'; '.join(skipped)}" if skipped else "")
-        placed_by_us = route.cluster is not None and not self._places_itself(route.cluster)
-        if placed_by_us and route.cluster is not None:
-            cluster = snap.clusters[route.cluster]
-            place_now(job, targets_on(job, cluster, route.cluster), free, self.gw.registry, snap)
+        target = route.cluster
+        if target is not None and not self._places_itself(target):  # its room is taken
+            on = targets_on(job, snap.clusters[target], target)
+            place_now(job, on, free, self.gw.registry, snap)
         return Route(route.cluster, note, route.compared)
 
     def _eligibility(self, job: Job, snap: Snapshot) -> Mapping[str, str | None]:
@@ -187,9 +187,11 @@ class Router:
         caps = self.gw.caps.get(name)
         asks = None if caps is None else caps.predicts_start
         if asks is None:
+            if self._places_itself(name):  # it keeps its own books and cannot tell us (Volcano)
+                return None, True
             if fits_now(job, targets, free, self.gw.registry, snap):
                 return now, True
-            members = {n for t in targets for n in (cluster.partition(t.partition) or _NO).nodes}
+            members = {n for t in targets if (p := cluster.partition(t.partition)) for n in p.nodes}
             nodes = [f for n, f in free.items() if n in members]
             running = [j for j in snap.running if j.cluster == name]
             return start_after_ends(cpus_needed(node_request(job.spec)), nodes, running, now), True
@@ -325,13 +327,6 @@ class Router:
             await asyncio.gather(*commits)
         except StoreError as exc:
             log.error("routing decisions not stored: %s", exc)
-
-
-class _NoPartition:
-    nodes: tuple[str, ...] = ()
-
-
-_NO = _NoPartition()
 
 
 def _detail(route: Route | None) -> dict[str, object]:

@@ -50,7 +50,7 @@ def output_path(job: Job) -> str:
     return expand_for_open(spec.stdout or default_output(job.array_task_id is not None), ctx)
 
 
-def _private(job: Job, found: tuple[str, dict[str, str]] | None, local: bool) -> dict[str, Any]:
+def _private(job: Job, found: tuple[str, dict[str, str]] | None) -> dict[str, Any]:
     script, env = found if found is not None else ("", {})
     environment: dict[str, str] = {}
     size = 0
@@ -59,7 +59,9 @@ def _private(job: Job, found: tuple[str, dict[str, str]] | None, local: bool) ->
         if size > _MAX_ENV:
             break
         environment[name] = env[name]
-    path = output_path(job) if local else None  # other clusters write on their own nodes
+    # a job of any cluster: its output is here when that cluster shares the submit host's
+    # files (a Slurm cluster's shared home, a Kubernetes filesystem map); read as its owner
+    path = output_path(job)
     tail = tail_as_owner(path, job) if path and job.start_time is not None else None
     return {
         "script": script if found is not None else None,
@@ -91,8 +93,7 @@ async def job_detail(gw: Gateway, caller: Caller, job: Job) -> dict[str, Any]:
     allowed = may_read_private(caller, job)
     if allowed:
         found = await asyncio.to_thread(gw.store.script, record_id)
-        local = job.cluster == gw.config.cluster_name
-        private = await asyncio.to_thread(_private, job, found, local)
+        private = await asyncio.to_thread(_private, job, found)
     spec = job.spec
     return {
         "now": now,

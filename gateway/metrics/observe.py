@@ -114,6 +114,8 @@ class GatewayMetrics:
         self.moves: dict[tuple[str, str], int] = {}
         self.route_waiting = 0
         self.recent_routes: deque[int] = deque(maxlen=RECENT_ROUTES)
+        # preemption (gateway/control/preemption.py): victims ended, by (cluster, mode)
+        self.preemptions: dict[tuple[str, str], int] = {}
         # the previous /metrics render: its own cost, shown on the next page
         self.render_s = 0.0
 
@@ -130,6 +132,11 @@ class GatewayMetrics:
         self.cycle_count += 1
         self.cycle_total_s += seconds
         self.queue_len = considered
+
+    def preempted(self, cluster: str, mode: str) -> None:
+        """A preempted job's run ended (cancelled or requeued for its preemptor)."""
+        key = (cluster, mode)
+        self.preemptions[key] = self.preemptions.get(key, 0) + 1
 
     def observe_submit(self, seconds: float, accepted: bool) -> None:
         """One sbatch call, from its request parsed to its answer (stored when accepted)."""

@@ -152,6 +152,13 @@ def _routing(page: Page, obs: GatewayMetrics) -> None:
         kind="counter",
     )
     page.gauge(
+        "caldera_preemptions_total",
+        "Runs of jobs ended for a preemptor, by cluster and PreemptMode (cancel, requeue)",
+        ("cluster", "mode"),
+        sorted(obs.preemptions.items()),
+        kind="counter",
+    )
+    page.gauge(
         "caldera_routing_waiting_jobs",
         "Pending jobs not routed yet because a cluster's start prediction is being asked",
         (),

@@ -453,6 +453,15 @@ def test_sacct_json_matches_slurm(workload: Workload) -> None:
     )
     real = json.loads(raw)
     assert real["meta"] == mine["meta"]
+    for job in real["jobs"]:
+        # slurmdbd 22.05 with a second cluster in the same database (testenv's `burst`)
+        # finds a job's association by its id alone, across every cluster's table, and
+        # names the first cluster that has that id: a job of `caldera` is shown with the
+        # association of `burst`. Caldera names the job's own cluster, as 22.05 does for a
+        # database of one cluster (this test's expectation before the second cluster).
+        assoc = job.get("association") or {}
+        if assoc.get("cluster") not in (None, job["cluster"]):
+            assoc["cluster"] = job["cluster"]
     problems: list[str] = []
     assert len(real["jobs"]) == len(mine["jobs"])
     for a, b in zip(real["jobs"], mine["jobs"], strict=True):

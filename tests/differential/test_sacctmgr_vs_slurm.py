@@ -37,17 +37,24 @@ def _lines(argv: str) -> list[list[str]]:
     return [line.split("|") for line in out.splitlines() if line]
 
 
+# The database also holds the second test cluster (`burst`, testenv/slurm with
+# CALDERA_SLURM_CLUSTER=burst): associations are per cluster, so every association listing
+# and change names this one, as a site with several clusters in one slurmdbd does.
+CLUSTER = "caldera"
+WHERE = f"where cluster={CLUSTER}"
+
+
 def _mirror() -> PolicyState:
     """Caldera's state built, with Caldera's sacctmgr, from the live cluster's objects."""
-    cluster = _lines("show cluster format=cluster")[0][0]
-    state = initial_state(cluster)
+    assert [CLUSTER] in _lines("show cluster format=cluster")
+    state = initial_state(CLUSTER)
     cmds: list[list[str]] = []
     qos = [q[0] for q in _lines("show qos format=name") if q[0] != "normal"]
     if qos:
         cmds.append(["-i", "add", "qos", ",".join(qos)])
     accounts = {a[0]: a for a in _lines("show account format=account,descr,org")}
     for acct, user, parent, share, _qos, _def in _lines(
-        "show assoc format=account,user,parentname,share,qos,defaultqos"
+        f"show assoc {WHERE} format=account,user,parentname,share,qos,defaultqos"
     ):
         if acct == "root" or user:
             continue
@@ -60,7 +67,7 @@ def _mirror() -> PolicyState:
             cmds.append(["-i", "add", "user", name, f"DefaultAccount={default}",
                          f"AdminLevel={admin}"])  # fmt: skip
     for acct, user, _parent, share, qos_list, def_qos in _lines(
-        "show assoc format=account,user,parentname,share,qos,defaultqos"
+        f"show assoc {WHERE} format=account,user,parentname,share,qos,defaultqos"
     ):
         if not user:
             continue
@@ -87,14 +94,14 @@ def mirrored() -> PolicyState:
 @pytest.mark.parametrize(
     "argv",
     [
-        "show assoc",
-        "-P show assoc",
+        f"show assoc {WHERE}",
+        f"-P show assoc {WHERE}",
         "show account",
         "show user",
         "show qos",
         "-P show qos format=name,priority,preempt,usagefactor,maxwall",
-        "show assoc tree format=account,user,share",
-        "-n show assoc format=cluster,account,user,parentname",
+        f"show assoc tree {WHERE} format=account,user,share",
+        f"-n show assoc {WHERE} format=cluster,account,user,parentname",
     ],
 )
 def test_listings_agree(mirrored: PolicyState, argv: str) -> None:
@@ -104,15 +111,15 @@ def test_listings_agree(mirrored: PolicyState, argv: str) -> None:
 def test_changes_agree(mirrored: PolicyState) -> None:
     tag = f"zcal{os.getpid()}"
     steps = [
-        f"-i add account {tag}_a Description='caldera test' Organization=caldera",
-        f"-i add account {tag}_b parent={tag}_a fairshare=30",
-        f"-i add account {tag}_a",
-        f"-i add user tester account={tag}_b",
+        f"-i add account {tag}_a cluster={CLUSTER} Description='caldera test' Organization=caldera",
+        f"-i add account {tag}_b cluster={CLUSTER} parent={tag}_a fairshare=30",
+        f"-i add account {tag}_a cluster={CLUSTER}",
+        f"-i add user tester account={tag}_b cluster={CLUSTER}",
         f"-i add qos {tag}_q priority=100 MaxJobsPerUser=2 MaxWall=1:00:00 GrpTRES=cpu=8",
         f"-i modify qos {tag}_q set priority=200 Preempt=normal",
         f"-i modify user tester where account={tag}_b set fairshare=5",
         f"-i modify account {tag}_b set GrpTRES=cpu=4 MaxJobs=3",
-        f"show assoc where account={tag}_b",
+        f"show assoc where account={tag}_b cluster={CLUSTER}",
         f"-P show qos {tag}_q format=name,priority,maxjobspu,maxwall,preempt,grptres",
         f"-i modify qos {tag}_q set bogus=1",
         f"-i delete user tester account={tag}_b",

@@ -219,6 +219,9 @@ def test_a_job_script_and_environment_reach_only_its_owner_and_operators(
         f"/ui/api/jobs/{job_id}",
         "/ui/api/clusters",
         "/ui/api/history",
+        "/ui/api/decisions",
+        "/ui/api/fairshare",
+        "/ui/api/topology",
     ]
     schema = bounded.api("/openapi.json")
     assert isinstance(schema, dict)
@@ -237,6 +240,9 @@ def test_a_job_script_and_environment_reach_only_its_owner_and_operators(
         "/ui/api/jobs/{job_id}",
         "/ui/api/clusters",
         "/ui/api/history",
+        "/ui/api/decisions",
+        "/ui/api/fairshare",
+        "/ui/api/topology",
     }, "a GET route this test does not check"
     with (
         UserSockets("tester", str(bounded.socket)) as tester,

@@ -113,6 +113,10 @@ def test_a_full_home_bursts_to_slurm_and_the_job_runs_there_once(fed: Gateway) -
     shown = _show(fed, job)
     assert "FedOrigin=home FedViableSiblings=home,hpc FedActiveSiblings=hpc" in shown
     assert "Routing=burst: hpc starts now, home (home) in " in shown
+    page = fed.api(f"/ui/api/jobs/{job}")  # the dashboard's job page, as its owner (root)
+    assert isinstance(page, dict)
+    assert page["private"]["output_tail"].strip() == f"ran-on-{hosts[0]}"
+    assert [r["to"] for r in page["routing"]] == ["hpc"]
     fed.ok(["scancel", str(blocker)])
 
 

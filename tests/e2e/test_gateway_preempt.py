@@ -101,6 +101,8 @@ def test_a_high_qos_job_requeues_a_low_one_and_their_runs_never_overlap(pgw: Gat
     assert preempt["mode"] == "REQUEUE"
     high_kinds = [k for k, _, _ in _events(gw, high)]
     assert high_kinds.index("preempting") < high_kinds.index("preempt-start")
+    page = gw.ok(["curl", "-s", "--unix-socket", str(gw.socket), "http://caldera/metrics"])
+    assert 'caldera_preemptions_total{cluster="caldera",mode="requeue"} 1' in page
 
 
 def test_cancel_with_grace_time_signals_then_ends_the_victim_as_preempted(pgw: Gateway) -> None:

@@ -103,11 +103,16 @@ def _sbatch(args: Sequence[str], prog: str) -> tuple[int, str, str]:
     return done.returncode, done.stdout.strip().split(";")[0], err
 
 
-def _state(job_id: str) -> str:
+def _record(job_id: str) -> tuple[str, str]:
+    """The job's state and pending reason."""
     from gateway.cli.common import call
 
     jobs = call("GET", f"/v1/jobs/{job_id}")["jobs"]
-    return str(jobs[0]["state"]) if jobs else "UNKNOWN"
+    return (str(jobs[0]["state"]), str(jobs[0].get("reason") or "None")) if jobs else ("", "")
+
+
+def _state(job_id: str) -> str:
+    return _record(job_id)[0] or "UNKNOWN"
 
 
 def _cancel(job_id: str) -> None:
@@ -134,13 +139,17 @@ def run_allocation(
             sys.stderr.write(err)
             return 1
         say = (lambda text: None) if quiet else (lambda text: sys.stderr.write(f"{prog}: {text}\n"))
-        env_file, waited = home / "env", False
+        env_file, waited, asked = home / "env", False, time.monotonic()
         while not env_file.exists():
-            state = _state(job_id)
+            state, reason = _record(job_id)
             if state not in ("PENDING", "RUNNING", "CONFIGURING"):
                 say(f"error: Job allocation {job_id} has been revoked.")
                 return 1
-            if state == "PENDING" and not waited:
+            # slurmctld answers salloc's request at once when it can allocate; Caldera's
+            # answer is its next scheduling cycle: "pending" only once a cycle left the job
+            # waiting (it then has a reason), or after a second without one
+            decided = reason != "None" or time.monotonic() - asked > 1.0
+            if state == "PENDING" and decided and not waited:
                 say(f"Pending job allocation {job_id}")
                 say(f"job {job_id} queued and waiting for resources")
                 waited = True

@@ -89,6 +89,19 @@ def test_partition_list_tries_targets_in_named_order() -> None:
     assert (decision.cluster, decision.partition) == ("local", "debug")
 
 
+def test_minus_M_pins_a_job_to_the_clusters_it_names() -> None:
+    """Without a routing table, `-M hpc` runs only on hpc (its default partition when the
+    job names none there), as Slurm sends the job to that cluster's controller."""
+    clusters = {"local": make_cluster(cpus=4), "hpc": _slurm()}
+    job = make_job(1).cpus(2).spec(clusters=("HPC",)).build()  # names compare without case
+    snap = _snap([job], clusters)
+    assert list(NamedPartitions().targets(job, snap)) == [Target("hpc", "batch")]
+    busy = _snap([job], clusters, busy=("node01", "node02"))
+    assert run_cycle(busy, REG).starts == []  # waits for hpc though local is free
+    every = replace(job, spec=replace(job.spec, clusters=("all",)))
+    assert list(NamedPartitions().targets(every, snap)) == [Target("local", "debug")]
+
+
 def test_default_target_is_first_cluster_with_a_partition() -> None:
     assert default_target({"local": make_cluster(), "hpc": _slurm()}) == Target("local", "debug")
     assert default_target({"hpc": _slurm(), "local": make_cluster()}) == Target("hpc", "batch")

@@ -25,7 +25,7 @@ from gateway.compat.option_values import is_arbitrary
 from gateway.compat.optypes import Draft, ParseContext
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.model.jobspec import JobSpec
-from gateway.model.values import GresItem
+from gateway.model.values import Burst, GresItem
 
 if TYPE_CHECKING:
     from gateway.compat.sbatch import FirstPass
@@ -435,7 +435,7 @@ def _priority(value: str | None) -> int | None:
     return number
 
 
-_BURST = ("never", "allowed", "prefer")
+_BURST = tuple(b.value for b in Burst)
 
 
 def _burst(value: str | None) -> str | None:

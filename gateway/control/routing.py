@@ -76,6 +76,7 @@ class Router:
         self._tasks: set[asyncio.Task[None]] = set()
         self._down_since: dict[str, float] = {}
         self._held: dict[str, int] = {}  # cluster -> Caldera's jobs there (max_jobs)
+        self._limited = any(c.max_jobs is not None for c in cfg.per_cluster.values())
         self._moving: set[int] = set()  # job ids being withdrawn from a cluster
         self._next_review: dict[int, float] = {}  # job id -> monotonic time of its review
         # job id -> (its spec, the cluster descriptions, their eligibility verdicts)
@@ -94,8 +95,9 @@ class Router:
         self._forget_reviews(snap)
         free = dict(snap.free)
         self._held = {}
-        for held in (*self.gw.jobs.active.values(), *self.gw.jobs.queued.values()):
-            self._held[held.cluster] = self._held.get(held.cluster, 0) + 1
+        if self._limited:  # a count over the running jobs, only where max_jobs is set
+            for held in (*self.gw.jobs.active.values(), *self.gw.jobs.queued.values()):
+                self._held[held.cluster] = self._held.get(held.cluster, 0) + 1
         decided: list[_Decision] = []
         waiting: list[Job] = []
         budget = _ROUTES_PER_CYCLE  # the rest wait for the next cycle (a flood of submissions)

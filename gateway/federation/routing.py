@@ -28,7 +28,8 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+
+from gateway.model.values import Burst
 
 __all__ = [
     "WAITING_NOTE",
@@ -42,14 +43,6 @@ __all__ = [
 
 # the route note of a job not routed yet because a cluster's prediction is still being asked
 WAITING_NOTE = "waiting for start predictions"
-
-
-class Burst(Enum):
-    """The user's `#CALDERA --burst=`: may the job leave its home cluster."""
-
-    NEVER = "never"
-    ALLOWED = "allowed"
-    PREFER = "prefer"
 
 
 @dataclass(frozen=True, slots=True)

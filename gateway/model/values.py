@@ -20,6 +20,7 @@ __all__ = [
     "NO_VAL",
     "SIGNAL_NAMES",
     "ArraySpec",
+    "Burst",
     "DepItem",
     "DepKind",
     "DepState",
@@ -173,6 +174,15 @@ class DepKind(Enum):
     AFTER_CORR = "aftercorr"
     AFTER_BURST_BUFFER = "afterburstbuffer"
     SINGLETON = "singleton"
+
+
+class Burst(Enum):
+    """The user's `#CALDERA --burst=`: may the job leave its home cluster (routing: gateway/
+    federation/routing.py)."""
+
+    NEVER = "never"
+    ALLOWED = "allowed"
+    PREFER = "prefer"
 
 
 class DepState(Enum):

@@ -26,7 +26,7 @@ from gateway.control.arraytasks import split_task
 from gateway.control.config import GatewayConfig
 from gateway.control.jobtable import JobTable
 from gateway.control.launcher import Launcher
-from gateway.control.polling import describe_all, poll_all
+from gateway.control.polling import describe_all, poll_all, watch_all
 from gateway.control.routing import router_for
 from gateway.control.site import gres_types_of, test_only_message
 from gateway.control.snapshots import build_snapshot, free_resources
@@ -43,7 +43,7 @@ from gateway.logutil import RateLimitedLogger
 from gateway.metrics.observe import GatewayMetrics
 from gateway.model.backend import Backend, BackendEvent, EventKind
 from gateway.model.cluster import ClusterState
-from gateway.model.job import Job
+from gateway.model.job import HANDING, Job
 from gateway.model.state import JobState, Reason
 from gateway.policy.service import policy_of
 from gateway.scheduler.bf_params import parse_scheduler_parameters
@@ -120,7 +120,7 @@ class Gateway:
 
     async def start(self) -> None:
         """Reload unfinished jobs, reconcile running ones, start the scheduling loop."""
-        self._wake = asyncio.Event()
+        self._wake = watch_all(self.caps.values())  # set by a cycle's cause, or a backend
         for job in await asyncio.to_thread(self.store.active):
             self.jobs[job.job_id] = job
         if self.store.unreadable:
@@ -130,7 +130,7 @@ class Gateway:
                 len(ids),
                 ",".join(map(str, ids)),
             )
-        running = [j for j in self.jobs.values() if j.state.is_active]
+        running = [j for j in self.jobs.values() if j.state.is_active or j.backend_id == HANDING]
         for name, backend in self.backends.items():
             mine = [j for j in running if j.cluster == name]
             events = await asyncio.to_thread(backend.reconcile, mine)
@@ -329,12 +329,12 @@ class Gateway:
 
     # --- scheduling -----------------------------------------------------------------
 
-    def _self_placing(self) -> frozenset[str]:
+    def self_placing(self) -> frozenset[str]:  # clusters that queue their own jobs (Slurm)
         return frozenset(n for n, c in self.caps.items() if c.places_itself)
 
     def free_resources(self) -> dict[str, NodeFree]:
         """What is free on every node now (cpus, memory, GPU indices)."""
-        return free_resources(self.jobs, self.schedulable(), self._self_placing())
+        return free_resources(self.jobs, self.schedulable(), self.self_placing())
 
     def schedulable(self) -> Mapping[str, ClusterState]:
         """The clusters with drained nodes shown drained (the scheduler skips them)."""
@@ -349,7 +349,7 @@ class Gateway:
             self.jobs,
             self.schedulable(),
             self.caps,
-            self._self_placing(),
+            self.self_placing(),
             self.clock(),
             self.config.def_mem_per_cpu_mb,
             lambda job_id: self.store.query(JobQuery(job_ids=[job_id])),

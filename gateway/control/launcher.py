@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 from gateway.model.backend import BackendError, Launch
-from gateway.model.job import Job
+from gateway.model.job import HANDING, Job
 from gateway.model.state import JobState, Reason
 from gateway.scheduler.cycle import Decision
 from gateway.store.base import StoreError
@@ -101,6 +101,17 @@ class Launcher:
             partition=decision.partition,
             cluster=decision.cluster,
         )
+        if decision.cluster in self.gw.self_placing():
+            # that cluster queues the job itself: PENDING (None) until it says otherwise
+            running = replace(
+                task,
+                reason=Reason.NONE,
+                state_desc=None,
+                eligible_time=task.eligible_time or now,
+                partition=decision.partition,
+                cluster=decision.cluster,
+                backend_id=HANDING,
+            )
         self.gw.remember(running)
         return records, running, task
 
@@ -223,7 +234,11 @@ class Launcher:
 
 def _same_run(current: Job, running: Job) -> bool:
     """Whether `current` is still the run this launch started (not requeued, not ended)."""
-    return current.restart_count == running.restart_count and current.state.is_active
+    if current.restart_count != running.restart_count:
+        return False
+    return current.state.is_active or (
+        running.backend_id == HANDING and current.state is JobState.PENDING
+    )
 
 
 def _delay(table: dict[_K, tuple[float, float, Reason]], key: _K, reason: Reason) -> None:

@@ -35,7 +35,7 @@ from gateway.federation.estimate import cpus_needed, start_after_ends
 from gateway.federation.routing import WAITING_NOTE, Prediction, Route, choose
 from gateway.model.backend import BackendError
 from gateway.model.cluster import ClusterState
-from gateway.model.job import Job
+from gateway.model.job import HANDING, Job
 from gateway.model.jobspec import JobSpec
 from gateway.model.state import JobState, Reason
 from gateway.scheduler.cycle import fits_now, place_now
@@ -103,8 +103,8 @@ class Router:
         budget = _ROUTES_PER_CYCLE  # the rest wait for the next cycle (a flood of submissions)
         for job in tuple(self.gw.jobs.queued.values()):  # in a cluster's own queue
             due = self._next_review.get(job.job_id, 0.0) <= clock
-            if not due or job.job_id in self._moving or budget <= 0:
-                continue
+            if not due or job.job_id in self._moving or budget <= 0 or job.backend_id == HANDING:
+                continue  # (being handed to its cluster: nothing there to withdraw yet)
             budget -= 1
             if self._review_queued(job, snap, free, now):
                 self._next_review[job.job_id] = clock + _REVIEW_S
@@ -296,6 +296,7 @@ class Router:
                 cluster=target or current.cluster,
                 routed_to=target,
                 route_note=note,
+                route_start=predicted_start(route),
             )
             detail = _detail(route)
             await self.gw.commit([moved], "revoke", cluster=job.cluster, **detail)
@@ -323,12 +324,20 @@ class Router:
                 viable=viable,
                 origin=home_of(live.spec, self.cfg),
                 route_note=d.route.reason,
+                route_start=predicted_start(d.route),
             )
             commits.append(self.gw.commit([routed], "route", **_detail(d.route)))
         try:
             await asyncio.gather(*commits)
         except StoreError as exc:
             log.error("routing decisions not stored: %s", exc)
+
+
+def predicted_start(route: Route | None) -> float | None:
+    """The start predicted on the cluster a decision chose (None: nowhere, or unknown)."""
+    if route is None or route.cluster is None:
+        return None
+    return next((p.start for p in route.compared if p.cluster == route.cluster), None)
 
 
 def _detail(route: Route | None) -> dict[str, object]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gateway.model.backend import BackendEvent, EventKind
-from gateway.model.job import Job
+from gateway.model.job import HANDING, Job
 from gateway.model.state import JobState, Reason
 
 __all__ = ["after_event", "ended", "requeued", "withdrawn"]
@@ -76,6 +76,7 @@ def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -
     JobRequeue, used when the job did not say --requeue or --no-requeue; a lost job ends
     `now`, when the gateway learns of it."""
     handed = job.state.is_active or (job.state is JobState.PENDING and bool(job.backend_id))
+    own_id = None if job.backend_id == HANDING else job.backend_id  # the cluster's, once known
     requeue = requeue_default if job.spec.requeue is None else job.spec.requeue
     if ev.kind is EventKind.FINISHED and handed:
         state = ev.state or JobState.COMPLETED
@@ -90,6 +91,8 @@ def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -
             exit_code=ev.exit_code,
             derived_exit_code=ev.derived_exit_code,
             nodes=ev.nodes or job.nodes,
+            # why the launch failed (the image could not be pulled...), as scontrol shows it
+            state_desc=ev.message if ev.reason is Reason.JOB_LAUNCH_FAILURE else job.state_desc,
         )
     if ev.kind is EventKind.LOST and handed:
         if requeue:
@@ -100,12 +103,12 @@ def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -
             return None  # an earlier copy's (the run was placed here again since)
         return withdrawn(job, ev.reason or Reason.RESOURCES, ev.message)
     if ev.kind is EventKind.SUBMITTED and not job.state.is_finished:
-        if job.backend_id or not ev.backend_id:
+        if own_id or not ev.backend_id:
             return None
         return replace(job, backend_id=ev.backend_id)
     if ev.kind.mirrors_state and not job.state.is_finished:
         # a backend that queues jobs itself (Slurm) reports its own state and reason
-        changed = replace(job, backend_id=job.backend_id or ev.backend_id)
+        changed = replace(job, backend_id=own_id or ev.backend_id or job.backend_id)
         if ev.state is not None and ev.state is not job.state:
             changed = replace(changed, state=ev.state)
             if ev.state.is_active:

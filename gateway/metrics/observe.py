@@ -40,6 +40,8 @@ CYCLE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2
 SUBMIT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 API_BUCKETS = SUBMIT_BUCKETS
 WAIT_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 12 * 3600.0, 86400.0)
+# how far a routed job's start was from the start routing predicted for it
+PREDICTION_BUCKETS = (1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 86400.0)
 
 # the router's note on a job it cannot route yet (gateway/control/routing.py; a unit test
 # keeps the two equal)
@@ -114,6 +116,8 @@ class GatewayMetrics:
         self.moves: dict[tuple[str, str], int] = {}
         self.route_waiting = 0
         self.recent_routes: deque[int] = deque(maxlen=RECENT_ROUTES)
+        # routed jobs that started: |start - predicted start| by (cluster, early|late)
+        self.prediction_error: dict[tuple[str, str], Histogram] = {}
         # preemption (gateway/control/preemption.py): victims ended, by (cluster, mode)
         self.preemptions: dict[tuple[str, str], int] = {}
         # the previous /metrics render: its own cost, shown on the next page
@@ -163,10 +167,20 @@ class GatewayMetrics:
                     hist = self.admission_wait[after.cluster] = Histogram(WAIT_BUCKETS)
                 queued = after.eligible_time or after.submit_time
                 hist.observe(max(0.0, after.start_time - queued))
+                if after.route_start is not None and after.routed_to == after.cluster:
+                    self._prediction_met(after.cluster, after.start_time - after.route_start)
         elif after.state.is_finished and (before is None or not before.state.is_finished):
             self.ended[after.state] = self.ended.get(after.state, 0) + 1
         if after.route_note or (before is not None and before.route_note):
             self._route_changed(before, after)
+
+    def _prediction_met(self, cluster: str, error_s: float) -> None:
+        """A routed job started `error_s` seconds after (or before) the predicted start."""
+        key = (cluster, "late" if error_s > 0 else "early")
+        hist = self.prediction_error.get(key)
+        if hist is None:
+            hist = self.prediction_error[key] = Histogram(PREDICTION_BUCKETS)
+        hist.observe(abs(error_s))
 
     def _route_changed(self, before: Job | None, after: Job) -> None:
         """Count a routing decision (a new note the router committed), a move out of a

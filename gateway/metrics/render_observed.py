@@ -158,6 +158,16 @@ def _routing(page: Page, obs: GatewayMetrics) -> None:
         sorted(obs.preemptions.items()),
         kind="counter",
     )
+    page.histogram(
+        "caldera_routing_prediction_error_seconds",
+        "How far a routed job's start was from the start predicted when it was routed there "
+        "(late: it started after the prediction, early: before)",
+        ("cluster", "direction"),
+        {
+            k: (h.bounds, h.cumulative(), h.total, h.count)
+            for k, h in sorted(obs.prediction_error.items())
+        },
+    )
     page.gauge(
         "caldera_routing_waiting_jobs",
         "Pending jobs not routed yet because a cluster's start prediction is being asked",

@@ -14,7 +14,7 @@ from gateway.model.jobspec import JobSpec
 from gateway.model.state import JobState, Reason
 from gateway.model.values import ArraySpec
 
-__all__ = ["Hold", "Job", "RankPlacement", "Step", "exit_code_pair", "wait_status"]
+__all__ = ["HANDING", "Hold", "Job", "RankPlacement", "Step", "exit_code_pair", "wait_status"]
 
 
 class Hold(Enum):
@@ -34,6 +34,12 @@ def exit_code_pair(status: int) -> tuple[int, int]:
     if status & 0x7F:
         return 0, status & 0x7F
     return (status >> 8) & 0xFF, 0
+
+
+# the backend id of a job being handed to a cluster that queues and places its own jobs
+# (Slurm): PENDING there from the start, as slurmctld shows it, and already "handed" so it
+# is never scheduled twice; a restart reconciles it with that cluster by its tag
+HANDING = "(handing)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +101,13 @@ class Job:
     # multi-cluster routing (gateway/control/routing.py): the cluster the router chose for
     # the job's next start (None: not routed, or no routing configured), the clusters that
     # may run it (Slurm's FedViableSiblings, comma-separated; FedOrigin: its home cluster),
-    # and the last decision in words
+    # and the last decision in words, with the start it predicted on the chosen cluster
+    # (kept to measure, once the job starts, how far off routing's prediction was)
     routed_to: str | None = None
     viable: str = ""
     origin: str = ""
     route_note: str = ""
+    route_start: float | None = None
 
     @property
     def is_array_meta(self) -> bool:

@@ -139,3 +139,28 @@ def test_requeue_of_a_slurm_job_ends_its_slurm_job_before_the_next_run_starts(
     assert runs[1]["JobId"] != runs[0]["JobId"]
     assert runs[1]["StartTime"] >= runs[0]["EndTime"]  # ISO times compare as text
     assert re.search(r"\bRestarts=1\b", gw.ok(["scontrol", "show", "job", str(job)]))
+
+
+def test_a_job_handed_to_slurm_pends_there_until_slurm_starts_it(slurm_gateway: Gateway) -> None:
+    """Right after sbatch, squeue shows what slurmctld shows: PD (None), then Slurm's own
+    reason; never RUNNING on nodes Slurm has not given it (two jobs that each need every node
+    of the partition are never both R)."""
+    gw = slurm_gateway
+    argv = ["-p", "hpc-real", "-o", "/dev/null", "-N", "4", "--exclusive", "--wrap"]
+    first, second = gw.sbatch(*argv, "sleep 2"), gw.sbatch(*argv, "sleep 1")
+    seen: list[dict[str, str]] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        out = gw.ok(["squeue", "-h", "-j", f"{first},{second}", "-o", "%i %t %R"])
+        states = {line.split()[0]: line.split(" ", 1)[1] for line in out.splitlines()}
+        if not states:
+            break
+        seen.append(states)
+        time.sleep(0.05)
+    assert seen, "the jobs were never listed"
+    assert all(s.startswith("PD") for s in seen[0].values()), seen[0]
+    both_running = [s for s in seen if len(s) == 2 and all(v.startswith("R ") for v in s.values())]
+    assert not both_running, both_running[:3]
+    assert any(v.startswith("R ") for s in seen for v in s.values())  # and they did run
+    for job in (first, second):
+        assert gw.wait(job, timeout=120)["state"] == "COMPLETED"

@@ -14,6 +14,7 @@ from gateway.control.gateway import Gateway
 from gateway.federation.routing import WAITING_NOTE
 from gateway.metrics.observe import GatewayMetrics, route_kind
 from gateway.metrics.source import gateway_page
+from gateway.model.backend import BackendEvent, EventKind
 from gateway.model.state import JobState
 from tests.support.builders import make_job
 from tests.support.expo_parser import Sample, parse_page
@@ -117,3 +118,41 @@ def test_waiting_jobs_leave_the_gauge_when_they_end() -> None:
     m.job_changed(waiting, replace(waiting, state=JobState.CANCELLED))
     assert m.route_waiting == 0
     assert m.routes == {}
+
+
+def test_a_routed_start_is_measured_against_its_prediction(tmp_path: Path) -> None:
+    """The far cluster predicted a start in 10 minutes and started the job at once: the
+    prediction was 600 s late, counted once under (far, early)."""
+    predicted = time.time() + 600
+    home, far = Placed("home"), Queues("far", predicted=predicted)
+
+    async def main() -> tuple[float | None, str]:
+        gw = _gateway(tmp_path, {"home": home, "far": far}, {"home": "home", "margin": 60})
+        await gw.commit([_blocker(9, "home", 60), _pending(1)], "submit")
+        await _cycles(gw)
+        route_start = gw.jobs[1].route_start
+        far.events.append(
+            BackendEvent(
+                job_id=1,
+                kind=EventKind.STARTED,
+                time=time.time(),
+                state=JobState.RUNNING,
+                backend_id="far-1",
+                nodes=("far-n1",),
+            )
+        )
+        await _cycles(gw, 2)
+        gw.committer.close()
+        return route_start, gateway_page(gw)
+
+    route_start, page = asyncio.run(main())
+    assert route_start == predicted
+    samples, types = parse_page(page)
+    name = "caldera_routing_prediction_error_seconds"
+    assert types[name] == "histogram"
+    count = _value(samples, f"{name}_count", cluster="far", direction="early")
+    total = _value(samples, f"{name}_sum", cluster="far", direction="early")
+    assert count == 1
+    assert total is not None
+    assert 590 < total <= 600
+    assert _value(samples, f"{name}_count", cluster="far", direction="late") is None

@@ -162,7 +162,6 @@ class KubernetesBackend(GangController):
             name=f"{cluster}-usage",
         )
         self._thread: threading.Thread | None = None
-        self._pod_index: dict[tuple[int, int], list[PodState]] = {}
         self.ticks = 0
         if start:
             self.start()

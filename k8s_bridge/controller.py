@@ -59,7 +59,6 @@ class GangController:
     _events: list[BackendEvent]
     _polls: int
     _mode: GangMode | None
-    _pod_index: dict[tuple[int, int], list[PodState]]
 
     def _adopt(self, job: Job, root: Obj | None) -> Gang | None:
         """A gang for a job the gateway believes running here (backend.py)."""
@@ -119,8 +118,8 @@ class GangController:
         index: dict[tuple[int, int], list[PodState]] = {}
         for pod in self.pods.items().values():
             index.setdefault((pod.job_id, pod.attempt), []).append(pod)
-        self._pod_index = index
         synced = self.pods.synced
+        up = self._ready_nodes()
         now = self.clock()
         mono = time.monotonic()
         with self._lock:
@@ -128,7 +127,8 @@ class GangController:
         waiting: list[Gang] = []
         for gang in gangs:
             try:
-                self._tick_gang(gang, index.get(gang.key, []), synced, now, mono, waiting)
+                pods = index.get(gang.key, [])
+                self._tick_gang(gang, pods, synced, now, mono, waiting, up)
             except KubeError as exc:
                 gang.last_error = str(exc)
                 gang.next_try = mono + gang.backoff
@@ -145,6 +145,7 @@ class GangController:
         now: float,
         mono: float,
         waiting: list[Gang],
+        up: frozenset[str] | None,
     ) -> None:
         if gang.cleanup_done:
             if not pods or all(p.deleting for p in pods):
@@ -170,9 +171,17 @@ class GangController:
                     raise
                 self._decided(gang, gang.launch_failure(f"the API server rejected it: {exc}", now))
             gang.backoff = 0.2
+        # a rank's node NotReady (or gone): the node controller marks a node whose kubelet
+        # stopped reporting after its grace period, its pods still say Running
+        down = {p.node for p in pods if p.node and up is not None and p.node not in up}
         if gang.verdict is None and synced:
             status = gang_status(
-                pods, gang.ranks, was_running=gang.started, missing_is_lost=gang.created
+                pods,
+                gang.ranks,
+                was_running=gang.started,
+                missing_is_lost=gang.created,
+                seen=gang.seen,
+                down=down,
             )
             if gang.observe(pods, status, mono):
                 with self._lock:
@@ -188,12 +197,18 @@ class GangController:
             if not gang.verdict_saved:
                 self.objects.save_verdict(gang, gang.verdict)
             if not gang.killed:
-                self.objects.kill(gang, self._pod_index.get(gang.key, []))
+                self.objects.kill(gang, pods, down)
                 gang.killed = True
                 self._release(gang)
             if gang.delivered_at is not None and gang.delivered_at < self._polls:
                 self.objects.delete(gang)
                 gang.cleanup_done = True
+
+    def _ready_nodes(self) -> frozenset[str] | None:
+        """The nodes that are Ready (None until the node watch is synced)."""
+        if not self.nodes.synced:
+            return None
+        return frozenset(name for name, node in self.nodes.items().items() if node.ready)
 
     def _bind_waiting(self, gangs: list[Gang]) -> None:
         """Place the gangs that have no nodes yet (in order) and bind every unbound rank."""

@@ -19,7 +19,7 @@ from k8s_bridge.inventory import pod_requests
 from k8s_bridge.lifecycle import GangStatus, PodState
 from k8s_bridge.names import GangNames
 from k8s_bridge.render import GangManifests
-from k8s_bridge.states import EVENT_OF_STATE, LOST, WITHDRAWN, event_kind
+from k8s_bridge.states import EVENT_OF_STATE, LOST, STATUS_OF_REASON, WITHDRAWN, event_kind
 
 __all__ = [
     "ANN_CREATED",
@@ -122,6 +122,7 @@ class Gang:
     nodes: tuple[str, ...] | None = None  # Caldera's placement, once decided
     launched_at: float = 0.0  # wall clock when the gateway handed it over
     bound: set[int] = field(default_factory=set)
+    seen: set[int] = field(default_factory=set)  # ranks whose pod the watch has shown
     placed_on: dict[int, str] = field(default_factory=dict)  # rank -> its pod's nodeName
     pod_starts: dict[int, float | None] = field(default_factory=dict)  # rank -> startTime
     pending_reported: bool = False
@@ -207,6 +208,7 @@ class Gang:
     def observe(self, pods: list[PodState], status: GangStatus, mono: float) -> bool:
         """Take in the pods' state; whether every rank runs for the first time now."""
         for pod in pods:
+            self.seen.add(pod.rank)
             if pod.node and not pod.deleting:
                 self.bound.add(pod.rank)
                 self.placed_on[pod.rank] = pod.node
@@ -222,7 +224,8 @@ class Gang:
     def decide(self, status: GangStatus, mono: float, now: float, grace_s: int) -> Verdict | None:
         """The verdict, if the gang ended: its pods ended it, or its time limit did (also
         where no kubelet enforces activeDeadlineSeconds). A rank other than 0 failing a
-        job that asked for --requeue makes it LOST: the gateway requeues it as a whole."""
+        job that asked for --requeue makes it LOST: the gateway requeues it as a whole;
+        not when it failed to launch (its next run would fail the same way)."""
         deadline = self.deadline_s
         if (
             not status.done
@@ -242,6 +245,7 @@ class Gang:
             self.job.spec.requeue is True
             and status.rank not in (0, None)
             and status.state is not JobState.COMPLETED
+            and status.reason is not Reason.JOB_LAUNCH_FAILURE
         )
         return Verdict.from_status(status, lost=requeue)
 
@@ -250,7 +254,7 @@ class Gang:
         return Verdict(
             JobState.FAILED,
             Reason.JOB_LAUNCH_FAILURE,
-            exit_code=1 << 8,
+            exit_code=STATUS_OF_REASON[Reason.JOB_LAUNCH_FAILURE],
             message=message,
             end_time=now,
         )

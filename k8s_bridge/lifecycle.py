@@ -4,22 +4,33 @@ from the table in states.py).
 Slurm's rules, applied to pods: the job ends when rank 0 (the batch step) ends, with rank
 0's exit code; a rank that fails while rank 0 runs fails the whole gang (requeued as a whole
 when the job asked for --requeue: the backend reports it lost and the gateway requeues it);
-a pod whose node is lost (phase Unknown), that was evicted or preempted, or that vanished
-after the gang was running, is a node failure. Pods that Caldera itself is deleting are
-neither running nor failed.
+a pod whose node is lost (phase Unknown, or its node NotReady: the API server keeps
+saying Running until the node returns), that was evicted or preempted, or that vanished
+after the gang was running, is a node failure; a container that cannot start (its image
+cannot be pulled) is a launch failure. Pods that Caldera itself is deleting are neither
+running nor failed.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.model.job import wait_status
 from gateway.model.state import JobState, Reason
 from k8s_bridge.names import LABEL_ATTEMPT, LABEL_JOB, LABEL_RANK
-from k8s_bridge.states import REASON_OF_STATE, STATE_OF_REASON, STATUS_OF_STATE, pod_job_state
+from k8s_bridge.states import (
+    LAUNCH_FAILURES,
+    NODE_LOST,
+    REASON_OF_POD_REASON,
+    REASON_OF_STATE,
+    STATE_OF_REASON,
+    STATUS_OF_REASON,
+    STATUS_OF_STATE,
+    pod_job_state,
+)
 
 __all__ = ["GangStatus", "PodState", "gang_status", "parse_pod", "parse_time"]
 
@@ -48,7 +59,7 @@ class PodState:
     phase: str
     node: str | None = None
     exit_code: int | None = None
-    reason: str | None = None  # container termination reason, else the pod's status.reason
+    reason: str | None = None  # its container's end or launch failure, else status.reason
     message: str | None = None
     deleting: bool = False
     started: float | None = None
@@ -60,6 +71,11 @@ class PodState:
     def terminal(self) -> bool:
         """Succeeded or Failed."""
         return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def failed(self) -> bool:
+        """Ended badly or never will run: Failed, node lost, or its container cannot start."""
+        return self.phase in ("Failed", "Unknown") or self.reason in LAUNCH_FAILURES
 
 
 def parse_pod(obj: Obj) -> PodState | None:
@@ -86,6 +102,10 @@ def parse_pod(obj: Obj) -> PodState | None:
                 reason = term.get("reason") or reason
             message = term.get("message") or message
             finished = parse_time(term.get("finishedAt"))
+            break
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in LAUNCH_FAILURES and reason not in STATE_OF_REASON:
+            reason, message = waiting["reason"], waiting.get("message") or message
             break
     preempted = any(
         c.get("type") == "DisruptionTarget"
@@ -155,10 +175,18 @@ def _final_state(pod: PodState) -> JobState:
     return pod_job_state(pod.phase, pod.reason, pod.preempted)
 
 
+def _lost(pod: PodState) -> PodState:
+    """A rank whose node stopped reporting: lost with it (whatever its last phase was)."""
+    return replace(pod, phase="Unknown", reason=NODE_LOST, message=f"node {pod.node} NotReady")
+
+
 def _describe(pod: PodState) -> str:
-    detail = f"exit code {pod.exit_code}" if pod.exit_code is not None else pod.phase
-    if pod.reason and pod.reason not in ("Error", "Completed"):
-        detail += f" ({pod.reason})"
+    if pod.exit_code is None:  # never ran, or lost with its node: the reason says why
+        detail = pod.reason or pod.phase
+    else:
+        detail = f"exit code {pod.exit_code}"
+        if pod.reason and pod.reason not in ("Error", "Completed"):
+            detail += f" ({pod.reason})"
     if pod.message:
         detail += f": {pod.message}"
     return f"rank {pod.rank} (pod {pod.name}) {detail}"
@@ -170,10 +198,15 @@ def gang_status(
     *,
     was_running: bool = False,
     missing_is_lost: bool = False,
+    seen: Collection[int] = (),
+    down: Collection[str] = (),
 ) -> GangStatus:
     """The verdict for one attempt's pods. `was_running`: every rank was seen Running
     before; `missing_is_lost`: the pod list is authoritative (synced), so a rank missing
-    after the gang ran means its pod was removed behind Caldera's back."""
+    after the gang ran (or a rank in `seen`, whose pod was there before) means its pod
+    was removed behind Caldera's back; `down`: nodes
+    that are not Ready (or gone), whose unfinished pods are lost."""
+    pods = [_lost(p) if p.node in down and not p.terminal else p for p in pods]
     by_rank = {p.rank: p for p in pods}
     live = [p for p in pods if not p.deleting]
     bound = sum(1 for p in live if p.node)
@@ -200,14 +233,16 @@ def gang_status(
             end_time=rank0.finished,
         )
     failed = sorted(
-        (p for p in pods if p.phase in ("Failed", "Unknown") and not p.deleting),
+        (p for p in pods if p.failed and not (p.deleting and p.reason != NODE_LOST)),
         key=lambda p: (p.finished or 0.0, p.rank),
     )
     if failed:
         pod = failed[0]
         state = _final_state(pod)
-        reason = REASON_OF_STATE.get(state, Reason.NON_ZERO_EXIT_CODE)
-        status = STATUS_OF_STATE.get(state, _status_of(pod))
+        reason = REASON_OF_POD_REASON.get(pod.reason or "") or REASON_OF_STATE.get(
+            state, Reason.NON_ZERO_EXIT_CODE
+        )
+        status = STATUS_OF_REASON.get(reason) or STATUS_OF_STATE.get(state, _status_of(pod))
         return GangStatus(
             ranks=ranks,
             present=len(live),
@@ -221,8 +256,8 @@ def gang_status(
             rank=pod.rank,
             end_time=pod.finished,
         )
-    if was_running and missing_is_lost:
-        missing = [r for r in range(ranks) if r not in by_rank]
+    if missing_is_lost:
+        missing = [r for r in range(ranks) if r not in by_rank and (was_running or r in seen)]
         if missing:
             return GangStatus(
                 ranks=ranks,

@@ -11,6 +11,7 @@ garbage collector remove anything missed (deleting the root alone removes the ga
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -126,8 +127,11 @@ class GangObjects:
 
     # --- removal --------------------------------------------------------------------
 
-    def kill(self, gang: Gang, pods: list[PodState]) -> None:
-        """Stop what still runs of an ended gang; the rank that decided stays as record."""
+    def kill(self, gang: Gang, pods: list[PodState], down: Collection[str] = ()) -> None:
+        """Stop what still runs of an ended gang; the rank that decided stays as record.
+        Pods on `down` nodes (NotReady) are removed at once (grace 0): no kubelet will
+        confirm their end, and the API server would keep them Terminating until the node
+        returns; the kubelet kills their containers when it does."""
         names = gang.names
         if gang.manifests.volcano_job is not None:  # its pods go with it, unless orphaned
             self.client.delete(VCJOBS, self.namespace, names.podgroup)
@@ -135,6 +139,9 @@ class GangObjects:
         by_rank = {p.rank: p for p in pods}
         for rank in range(gang.ranks):
             pod = by_rank.get(rank)
+            if pod is not None and pod.node in down and not pod.terminal:
+                self.client.delete(PODS, self.namespace, names.pod(rank), grace_s=0)
+                continue
             if pod is not None and (pod.terminal or pod.deleting):
                 continue
             if rank == keep and pod is not None:

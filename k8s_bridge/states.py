@@ -4,7 +4,10 @@ becomes the gateway's vocabulary (as slurm_plugin/statuses.py is for Slurm).
 Two steps, each one table:
 - a rank's pod -> a Slurm JobState: its phase (`STATE_OF_PHASE`), unless its container's
   termination reason or the pod's own reason says more (`STATE_OF_REASON`: OOMKilled is
-  OUT_OF_MEMORY, an evicted pod a node failure, a pod preempted by the scheduler PREEMPTED);
+  OUT_OF_MEMORY, an evicted pod a node failure, a pod preempted by the scheduler PREEMPTED,
+  a container that cannot start (`LAUNCH_FAILURES`: its image cannot be pulled, its
+  configuration is invalid) FAILED with Reason JobLaunchFailure, a pod whose node went
+  NotReady (`NODE_LOST`, set by lifecycle.py from the node watch) NODE_FAIL);
 - an attempt's (gang's) JobState -> the event it is reported as (`EVENT_OF_STATE`). Two
   outcomes of an attempt have no Slurm state of their own and borrow the nearest one:
   REQUEUED for "lost: requeue the run as a whole" (a node or pod gone, a rank of a --requeue
@@ -26,11 +29,15 @@ from gateway.model.state import JobState, Reason
 
 __all__ = [
     "EVENT_OF_STATE",
+    "LAUNCH_FAILURES",
     "LOST",
+    "NODE_LOST",
     "PREEMPTED_BY_SCHEDULER",
+    "REASON_OF_POD_REASON",
     "REASON_OF_STATE",
     "STATE_OF_PHASE",
     "STATE_OF_REASON",
+    "STATUS_OF_REASON",
     "STATUS_OF_STATE",
     "WITHDRAWN",
     "event_kind",
@@ -51,13 +58,33 @@ STATE_OF_PHASE: Mapping[str, JobState] = MappingProxyType(
 # the DisruptionTarget condition's reason when kube-scheduler/Volcano preempted the pod
 PREEMPTED_BY_SCHEDULER = "PreemptionByScheduler"
 
+# a container's waiting reason after which it will not start by itself: the job failed to
+# launch (Slurm fails a job whose launch fails at once; the kubelet would only retry the pull
+# with a growing back-off, the job holding its nodes meanwhile)
+LAUNCH_FAILURES: frozenset[str] = frozenset(
+    {
+        "ErrImagePull",  # the image cannot be pulled (no such image, registry unreachable)
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",  # imagePullPolicy Never and the image is not on the node
+        "CreateContainerConfigError",  # e.g. a ConfigMap or user the container needs is missing
+        "CreateContainerError",
+    }
+)
+
+# Caldera's own reason for a rank whose node stopped reporting (Ready not True): the pod's
+# phase stays Running on the API server until the node returns, so lifecycle.py marks it
+NODE_LOST = "NodeLost"
+
 # a container's termination reason (or the pod's status.reason), over the phase
 STATE_OF_REASON: Mapping[str, JobState] = MappingProxyType(
     {
         "OOMKilled": JobState.OUT_OF_MEMORY,  # the cgroup's OOM killer ended the container
         "DeadlineExceeded": JobState.TIMEOUT,  # activeDeadlineSeconds (the time limit)
         "Evicted": JobState.NODE_FAIL,  # the kubelet evicted it (node pressure)
+        NODE_LOST: JobState.NODE_FAIL,
         PREEMPTED_BY_SCHEDULER: JobState.PREEMPTED,
+        **dict.fromkeys(LAUNCH_FAILURES, JobState.FAILED),
     }
 )
 
@@ -93,6 +120,16 @@ REASON_OF_STATE: Mapping[JobState, Reason] = MappingProxyType(
         JobState.OUT_OF_MEMORY: Reason.OUT_OF_MEMORY,
     }
 )
+
+
+# a rank's reason -> the Reason of the gang's end where it says more than the state's
+REASON_OF_POD_REASON: Mapping[str, Reason] = MappingProxyType(
+    dict.fromkeys(LAUNCH_FAILURES, Reason.JOB_LAUNCH_FAILURE)
+)
+
+# the wait status of a job that never ran its script: ExitCode 1:0, as the gateway gives a
+# job whose launch failed
+STATUS_OF_REASON: Mapping[Reason, int] = MappingProxyType({Reason.JOB_LAUNCH_FAILURE: 1 << 8})
 
 
 # Slurm's SIG_OOM (253): the wait status an OOM-killed job reports (ExitCode 0:125), as the

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +27,16 @@ import pytest
 
 from tests.support.k8s_env import K8sEnv, K8sEnvError
 
-__all__ = ["KubeletEnv", "KubeletNode", "down", "ensure_up", "kubelet_env", "read_env"]
+__all__ = [
+    "KubeletEnv",
+    "KubeletNode",
+    "down",
+    "ensure_up",
+    "kubelet_env",
+    "node_down",
+    "nodes_up",
+    "read_env",
+]
 
 TESTENV = Path(__file__).resolve().parents[2] / "testenv"
 # the control plane of the kubelet tests; CALDERA_KUBELET_<suffix> overrides CALDERA_<suffix>
@@ -142,6 +153,40 @@ def ensure_up() -> KubeletEnv:
     if env is None:
         raise K8sEnvError("the up.sh scripts succeeded but wrote no env.json")
     return env
+
+
+def node_down(env: KubeletEnv, node: KubeletNode) -> None:
+    """The node fails: its kubelet is killed (the node controller marks it NotReady after
+    its grace period) and so is every container it ran (the machine is gone, its jobs with
+    it). `nodes_up()` brings it back."""
+    pid_file = env.base_dir / node.name / "kubelet.pid"
+    pid = int(pid_file.read_text())
+    if Path(f"/proc/{pid}/comm").read_text().strip() != "kubelet":
+        raise K8sEnvError(f"{pid_file} does not name a running kubelet")
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and _state(pid) != "Z":
+        if time.monotonic() > deadline:
+            raise K8sEnvError(f"the kubelet of {node.name} (pid {pid}) did not exit")
+        time.sleep(0.1)
+    ctr = ["ctr", "-a", str(node.containerd), "-n", "k8s.io", "tasks"]
+    tasks = subprocess.run(
+        [*ctr, "ls", "-q"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout.split()
+    for task in tasks:  # one may exit meanwhile: not an error
+        subprocess.run([*ctr, "kill", "-s", "SIGKILL", task], capture_output=True, timeout=30)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return "X"
+
+
+def nodes_up() -> None:
+    """Restart whatever of the kubelet nodes is down and wait until they are Ready again."""
+    _run([str(TESTENV / "kubelet" / "up.sh")], UP_TIMEOUT_S)
 
 
 def down() -> None:

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from gateway.control.transitions import after_event, ended, requeued
 from gateway.model.backend import BackendEvent, EventKind
+from gateway.model.job import HANDING
 from gateway.model.state import JobState, Reason
 from tests.support.builders import make_job
 
@@ -171,3 +172,38 @@ def test_a_withdrawn_job_waits_again_as_the_same_run() -> None:
     assert plain.reason is Reason.RESOURCES
     done = replace(job, state=JobState.COMPLETED)
     assert after_event(done, ev, requeue_default=True, now=NOW) is None
+
+
+def test_a_launch_failure_keeps_the_backends_message_for_scontrol() -> None:
+    ev = BackendEvent(
+        job_id=7,
+        kind=EventKind.FINISHED,
+        time=NOW,
+        state=JobState.FAILED,
+        reason=Reason.JOB_LAUNCH_FAILURE,
+        exit_code=1 << 8,
+        message='Failed to pull image "caldera.local/nope:1"',
+    )
+    out = after_event(_running(), ev, requeue_default=True, now=NOW)
+    assert out is not None
+    assert (out.state, out.reason) == (JobState.FAILED, Reason.JOB_LAUNCH_FAILURE)
+    assert out.state_desc == 'Failed to pull image "caldera.local/nope:1"'
+    other = replace(ev, reason=Reason.NON_ZERO_EXIT_CODE)
+    plain = after_event(_running(), other, requeue_default=True, now=NOW)
+    assert plain is not None
+    assert plain.state_desc is None  # only a launch failure's words replace the reason
+
+
+def test_a_job_being_handed_over_takes_the_clusters_id_from_its_first_report() -> None:
+    handing = replace(make_job(9).build(), backend_id=HANDING, cluster="hpc")
+    for kind in (EventKind.SUBMITTED, EventKind.PENDING):
+        ev = BackendEvent(
+            job_id=9, kind=kind, time=NOW, backend_id="hpc:4242", reason=Reason.PRIORITY
+        )
+        out = after_event(handing, ev, requeue_default=True, now=NOW)
+        assert out is not None
+        assert out.backend_id == "hpc:4242"
+        assert out.state is JobState.PENDING
+    lost = after_event(handing, BackendEvent(job_id=9, kind=EventKind.LOST, time=NOW), True, NOW)
+    assert lost is not None
+    assert (lost.state, lost.backend_id, lost.restart_count) == (JobState.PENDING, None, 1)

@@ -97,6 +97,9 @@ def test_a_pod_vanishing_after_the_gang_ran_is_a_node_failure_only_when_synced()
     assert not gang_status([pod(0)], 2, was_running=False, missing_is_lost=True).done
     lost = gang_status([pod(0)], 2, was_running=True, missing_is_lost=True)
     assert lost.state is JobState.NODE_FAIL
+    # deleted before every rank ran: its pod was seen, so it did not just lag behind
+    early = gang_status([pod(0)], 2, missing_is_lost=True, seen={0, 1})
+    assert (early.state, early.rank) == (JobState.NODE_FAIL, 1)
 
 
 def test_pods_parse_from_api_objects() -> None:
@@ -234,3 +237,63 @@ def test_the_kubelets_deadline_wins_over_the_killed_containers_error() -> None:
     status = gang_status([parsed], 1)
     assert (status.state, status.reason) == (JobState.TIMEOUT, Reason.TIME_LIMIT)
     assert status.exit_code == 9  # killed by SIGKILL after KillWait: ExitCode 0:9
+
+
+def test_ranks_on_a_node_that_is_not_ready_are_lost_with_it() -> None:
+    """The API server keeps saying Running while a node is NotReady: the node watch
+    decides. A lost rank other than 0 requeues a --requeue job as a whole; rank 0 lost is
+    the job's NODE_FAIL; a rank that had already ended keeps its own end."""
+    lost = gang_status([pod(0), pod(1)], 2, down={"n1"})
+    assert (lost.state, lost.reason, lost.rank, lost.running) == (
+        JobState.NODE_FAIL,
+        Reason.NODE_DOWN,
+        1,
+        1,
+    )
+    assert "n1" in lost.message
+    verdict = _gang(requeue=True).decide(lost, 0.0, 0.0, 30)
+    assert verdict is not None
+    assert verdict.kind is EventKind.LOST
+    plain = _gang(requeue=False).decide(lost, 0.0, 0.0, 30)
+    assert plain is not None
+    assert (plain.kind, plain.state) == (EventKind.FINISHED, JobState.NODE_FAIL)
+    first = gang_status([pod(0), pod(1)], 2, down={"n0"})
+    assert (first.state, first.rank) == (JobState.NODE_FAIL, 0)
+    ended = gang_status([pod(0, "Succeeded", exit_code=0), pod(1)], 2, down={"n0"})
+    assert ended.state is JobState.COMPLETED
+    assert gang_status([pod(0), pod(1)], 2, down={"elsewhere"}).state is None
+
+
+def _waiting(reason: str, message: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "caldera-5-1",
+            "labels": {"caldera.io/job-id": "5", "caldera.io/rank": "1"},
+        },
+        "spec": {"nodeName": "kubelet-node-01"},
+        "status": {
+            "phase": "Pending",
+            "containerStatuses": [{"state": {"waiting": {"reason": reason, "message": message}}}],
+        },
+    }
+
+
+def test_a_container_that_cannot_start_fails_the_launch_and_is_not_requeued() -> None:
+    pulling = parse_pod(_waiting("ErrImagePull", 'failed to pull image "x/nope:1"'))
+    assert pulling is not None
+    assert (pulling.reason, pulling.failed) == ("ErrImagePull", True)
+    status = gang_status([pod(0), pulling], 2)
+    assert (status.state, status.reason, status.rank) == (
+        JobState.FAILED,
+        Reason.JOB_LAUNCH_FAILURE,
+        1,
+    )
+    assert status.exit_code == 1 << 8  # ExitCode 1:0
+    assert 'ErrImagePull: failed to pull image "x/nope:1"' in status.message
+    verdict = _gang(requeue=True).decide(status, 0.0, 0.0, 30)
+    assert verdict is not None
+    assert (verdict.kind, verdict.reason) == (EventKind.FINISHED, Reason.JOB_LAUNCH_FAILURE)
+    starting = parse_pod(_waiting("ContainerCreating", ""))
+    assert starting is not None
+    assert not starting.failed
+    assert gang_status([pod(0), starting], 2).state is None

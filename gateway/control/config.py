@@ -97,6 +97,9 @@ class PartitionConfig:
     def_mem_per_cpu_mb: int | None = None  # None: the site's def_mem_per_cpu_mb
     oversubscribe: str = "NO"  # NO, EXCLUSIVE, YES:<n>, FORCE:<n>
     state: str = "UP"  # UP, DOWN, DRAIN, INACTIVE
+    priority_tier: int = 1  # slurm.conf PriorityTier (preempt/partition_prio)
+    preempt_mode: str | None = None  # None: the site's preempt_mode
+    grace_time_s: int = 0
 
 
 def _machine_node() -> LocalNodeConfig:

@@ -6,7 +6,8 @@ process of the victim (`preempt-signal`); once the grace is over, its run is end
 confirmed gone (the backend's `EndsAttempts`, as a requeue does; else a SIGKILL), then the
 victim is recorded PREEMPTED (CANCEL) or requeued (REQUEUE) with a `preempt-end` event.
 Only then are its resources free, so the preemptor starts (`preempt-start`) no earlier
-than its victims' runs have ended: the two never overlap.
+than its victims' runs have ended: the two never overlap. A privileged preemptor (QOS flag
+`Privileged`) first marks its victims WillEvict for a notice (control/will_evict.py).
 
 From the moment a victim is chosen its run is marked as being ended by the gateway, so
 what the backend reports about that run (a job that exits on its SIGTERM) stays out of the
@@ -23,7 +24,9 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
+from gateway.control.will_evict import WILL_EVICT, WillEvict
 from gateway.model.backend import BackendError
+from gateway.model.cluster import Partition
 from gateway.model.job import Job
 from gateway.model.state import JobState, Reason
 from gateway.policy.model import PolicyState
@@ -34,6 +37,7 @@ from gateway.policy.preempt_rules import (
     may_preempt,
     may_preempt_any,
     mode_of,
+    privileged,
 )
 from gateway.scheduler.cycle import CycleResult
 from gateway.scheduler.preempt import Preemption
@@ -72,6 +76,23 @@ class Preempter:
         self.policy = policy
         self.victims: dict[int, _Victim] = {}
         self.waiting: set[int] = set()  # preemptors whose victims were chosen
+        self.will_evict = WillEvict(gw, self._notice_s, lambda: self.victims.keys())
+
+    def _notice_s(self, preemptor: Job) -> int:
+        """A privileged preemptor's WillEvict notice: its QOS's GraceTime."""
+        state = self.policy()
+        qos = state.qos.get(preemptor.qos) if state is not None else None
+        return qos.grace_time_s if qos is not None else 0
+
+    def _parts(self) -> dict[str, Partition]:
+        """The partitions of the clusters the gateway places itself, by name."""
+        gw = self.gw
+        return {
+            p.name: p
+            for name, cluster in gw.clusters.items()
+            if (caps := gw.caps.get(name)) is None or not caps.places_itself
+            for p in cluster.partitions
+        }
 
     def rules(self, snap: Snapshot) -> Preemption | None:
         """The cycle's preemption input (None: preemption is off)."""
@@ -81,10 +102,17 @@ class Preempter:
         for v in self.victims.values():
             ending.setdefault(v.preemptor, set()).add(v.job_id)
         state = self.policy()
-        test = partial(may_preempt, self.cfg, state, {}, snap.now)
+        test = partial(may_preempt, self.cfg, state, self._parts(), snap.now)
         ends = {k: frozenset(v) for k, v in ending.items()}
         first = partial(may_preempt_any, self.cfg, state)
-        return Preemption(test, snap.running, ends, worth_asking=first)
+        return Preemption(
+            test,
+            snap.running,
+            ends,
+            worth_asking=first,
+            delayed=partial(privileged, state),
+            marked=self.will_evict.marked(),
+        )
 
     async def after_cycle(self, result: CycleResult) -> None:
         """Record the starts of preemptors, act on new victims, end those whose grace is
@@ -96,10 +124,16 @@ class Preempter:
             events = [StoredEvent(j, now, "preempt-start", {}) for j in started]
             self.waiting.difference_update(started)
             await self._events(events)
+        state = self.policy()
         for preemptor, ids in result.preempt.items():
-            for vid in ids:
-                if vid not in self.victims:
-                    await self._choose(preemptor, vid)
+            fresh = tuple(v for v in ids if v not in self.victims)
+            pre = gw.jobs.get(preemptor)
+            delayed = fresh and pre is not None and privileged(state, pre)
+            if delayed and not await self.will_evict.update(preemptor, fresh):
+                continue  # WillEvict: the notice is still running
+            for vid in fresh:
+                await self._choose(preemptor, vid)
+        await self.will_evict.settle(set(result.preempt), {d.job.job_id for d in result.starts})
         await self.tick()
 
     async def _events(self, events: list[StoredEvent]) -> None:
@@ -114,8 +148,9 @@ class Preempter:
         if job is None or not job.state.is_active:
             return
         state = self.policy()
-        mode = mode_of(self.cfg, state, job, gw.config.job_requeue)
-        grace = grace_s(state, job)
+        parts = self._parts()
+        mode = mode_of(self.cfg, state, job, gw.config.job_requeue, parts)
+        grace = grace_s(self.cfg, state, job, parts)
         now = gw.clock()
         deadline = now + grace * gw.config.time_scale  # job seconds, as time limits
         self.victims[vid] = _Victim(vid, job.restart_count, preemptor, mode, deadline)
@@ -155,6 +190,7 @@ class Preempter:
     async def tick(self) -> None:
         """End the victims whose grace is over (each cycle, pending jobs or not)."""
         gw = self.gw
+        await self.will_evict.tick()
         now = gw.clock()
         self.waiting = {
             j for j in self.waiting if (p := gw.jobs.get(j)) and p.state is JobState.PENDING
@@ -189,6 +225,8 @@ class Preempter:
             del self.victims[victim.job_id]
             gw.ended_runs([key])
             return
+        if current.state_desc == WILL_EVICT:
+            current = replace(current, state_desc=None)
         if victim.mode is Mode.REQUEUE:
             out = self._requeued(current)
         else:  # Slurm: State PREEMPTED, ExitCode 0:15

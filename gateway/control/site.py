@@ -27,6 +27,7 @@ from gateway.model.cluster import ClusterState, Gpu, Node, NodeState, Partition
 from gateway.model.job import Job
 from gateway.model.jobspec import JobSpec, Sharing
 from gateway.model.values import INFINITE, NO_VAL
+from gateway.policy.preempt_rules import parse_mode
 from gateway.scheduler.cycle import Decision
 from gateway.scheduler.licenses import valid_request
 from gateway.scheduler.part_limits import config_detail, fitting_nodes
@@ -72,6 +73,9 @@ def local_cluster(config: GatewayConfig) -> ClusterState:
             max_nodes=p.max_nodes,
             oversubscribe=p.oversubscribe,
             def_mem_per_cpu_mb=p.def_mem_per_cpu_mb,
+            priority_tier=p.priority_tier,
+            preempt_mode=p.preempt_mode or parse_mode("preempt_mode", config.preempt_mode).name,
+            grace_time_s=p.grace_time_s,
         )
         for p in config.partitions
     )
@@ -257,7 +261,7 @@ _NODE_KEYS = frozenset(
 )
 _PART_KEYS = frozenset(
     {"name", "nodes", "default", "max_time", "default_time", "max_nodes", "def_mem_per_cpu_mb"}
-    | {"oversubscribe", "state"}
+    | {"oversubscribe", "state", "priority_tier", "preempt_mode", "grace_time"}
 )
 _ENFORCE = {"NO": "NO", "ANY": "ANY", "YES": "ANY", "ALL": "ALL"}
 
@@ -363,6 +367,9 @@ def _partition_config(i: int, p: Mapping[str, Any]) -> PartitionConfig:
             _minutes(str(p[key]))
     max_nodes = p.get("max_nodes")
     def_mem = p.get("def_mem_per_cpu_mb")
+    mode = None
+    if p.get("preempt_mode") is not None:
+        mode = parse_mode(f"{where}: preempt_mode", p["preempt_mode"]).name
     return PartitionConfig(
         p["name"],
         _hostlist(where, p.get("nodes", [])),
@@ -373,6 +380,9 @@ def _partition_config(i: int, p: Mapping[str, Any]) -> PartitionConfig:
         def_mem_per_cpu_mb=None if def_mem is None else _num(where, "def_mem_per_cpu_mb", def_mem),
         oversubscribe=f"{kind}:{num or 4}" if kind in ("YES", "FORCE") else kind,
         state=state,
+        priority_tier=_num(where, "priority_tier", p.get("priority_tier", 1), 0),
+        preempt_mode=mode,
+        grace_time_s=_num(where, "grace_time", p.get("grace_time", 0)),
     )
 
 
@@ -461,6 +471,9 @@ def from_slurm_conf(
             def_mem_per_cpu_mb=p.def_mem_per_cpu_mb,
             oversubscribe=p.oversubscribe,
             state=p.state,
+            priority_tier=p.priority_tier,
+            preempt_mode=p.preempt_mode,
+            grace_time_s=p.grace_time_s,
         )
         for p in conf.partitions
     )
@@ -472,4 +485,7 @@ def from_slurm_conf(
     }
     if conf.def_mem_per_cpu_mb and "def_mem_per_cpu_mb" not in values:
         out["def_mem_per_cpu_mb"] = conf.def_mem_per_cpu_mb
+    for key, value in conf.preempt:  # PreemptType/Mode/ExemptTime, unless caldera.toml sets them
+        if key not in values:
+            out[key] = value
     return out

@@ -1,5 +1,6 @@
-"""Read the parts of a slurm.conf that describe a site to its users: nodes, partitions,
-licences, GresTypes, DefMemPerCPU and EnforcePartLimits.
+"""Read the parts of a slurm.conf that describe a site to its users: nodes, partitions
+(with PriorityTier, PreemptMode, GraceTime), licences, GresTypes, DefMemPerCPU,
+EnforcePartLimits, and PreemptType/PreemptMode/PreemptExemptTime.
 
 Pure: text in, a `SlurmConf` out, so that the local site can be declared by the very file a
 real cluster uses (`[local] slurm_conf = "/etc/slurm/slurm.conf"` in caldera.toml). Keys are
@@ -18,6 +19,7 @@ from typing import Any
 from gateway.compat.duration import time_str_to_mins
 from gateway.compat.hostlist import HostlistError, expand
 from gateway.model.values import NO_VAL
+from gateway.policy.preempt_rules import parse_mode, preempt_config
 
 __all__ = [
     "ConfNode",
@@ -67,6 +69,9 @@ class ConfPartition:
     def_mem_per_cpu_mb: int | None = None
     oversubscribe: str = "NO"
     state: str = "UP"
+    priority_tier: int = 1
+    preempt_mode: str | None = None  # OFF, CANCEL, REQUEUE (None: the site's)
+    grace_time_s: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +85,8 @@ class SlurmConf:
     gres_types: tuple[str, ...] = ()
     def_mem_per_cpu_mb: int = 0
     enforce_part_limits: str = "NO"
+    # PreemptType, PreemptMode, PreemptExemptTime as caldera.toml's preempt_* keys
+    preempt: tuple[tuple[str, str], ...] = ()
 
 
 def _words(text: str) -> frozenset[str]:
@@ -97,13 +104,14 @@ _NODE_KEYS = _words(
 )
 _PART_SKIP = _words(
     "allocnodes allowaccounts allowgroups allowqos alternate cpubind denyaccounts "
-    "denyqos disablerootjobs exclusiveuser gracetime hidden lln maxcpuspernode "
-    "maxmempercpu maxmempernode minnodes overtimelimit preemptmode priorityjobfactor "
-    "prioritytier qos reqresv resumetimeout rootonly selecttypeparameters suspendtime "
+    "denyqos disablerootjobs exclusiveuser hidden lln maxcpuspernode "
+    "maxmempercpu maxmempernode minnodes overtimelimit priorityjobfactor "
+    "qos reqresv resumetimeout rootonly selecttypeparameters suspendtime "
     "suspendtimeout tresbillingweights defcpupergpu defmempergpu defmempernode"
 )
 _PART_KEYS = _words(
-    "nodes default maxtime defaulttime maxnodes defmempercpu oversubscribe shared state"
+    "nodes default maxtime defaulttime maxnodes defmempercpu oversubscribe shared state "
+    "prioritytier preemptmode gracetime"
 )
 _PART_STATES = ("UP", "DOWN", "DRAIN", "INACTIVE")
 _ENFORCE = {"NO": "NO", "ANY": "ANY", "YES": "ANY", "ALL": "ALL"}
@@ -270,8 +278,18 @@ def _partition(name: str, opts: dict[str, str], where: str) -> tuple[ConfPartiti
         def_mem_per_cpu_mb=None if def_mem is None else _int("DefMemPerCPU", def_mem, where),
         oversubscribe=over,
         state=state,
+        priority_tier=_int("PriorityTier", get("prioritytier", "1"), where),
+        preempt_mode=None if get("preemptmode") is None else _preempt_mode(get, where),
+        grace_time_s=_int("GraceTime", get("gracetime", "0"), where),
     )
     return part, names
+
+
+def _preempt_mode(get: Any, where: str) -> str:
+    try:
+        return parse_mode("PreemptMode", get("preemptmode")).name
+    except ValueError as exc:
+        raise SlurmConfError(f"{where}: {exc}") from None
 
 
 def _lines(text: str) -> list[tuple[int, str]]:
@@ -394,4 +412,21 @@ def _site(top: dict[str, tuple[str, str]]) -> dict[str, Any]:
         if text.upper() not in _ENFORCE:
             raise SlurmConfError(f"{where}: EnforcePartLimits={text!r} is not NO, ANY or ALL")
         out["enforce_part_limits"] = _ENFORCE[text.upper()]
+    preempt = []
+    for key, name in _PREEMPT:
+        if key in top:
+            text, where = top[key]
+            try:
+                preempt_config({name: text})
+            except ValueError as exc:
+                raise SlurmConfError(f"{where}: {exc}") from None
+            preempt.append((name, text))
+    out["preempt"] = tuple(preempt)
     return out
+
+
+_PREEMPT = (
+    ("preempttype", "preempt_type"),
+    ("preemptmode", "preempt_mode"),
+    ("preemptexempttime", "preempt_exempt_time"),
+)

@@ -110,6 +110,11 @@ class Partition:
     oversubscribe: str = "NO"  # NO, EXCLUSIVE, YES:<n>, FORCE:<n> (slurm.conf's words)
     def_mem_per_cpu_mb: int | None = None  # None: the site's DefMemPerCPU
     state: str = "UP"  # slurm.conf State: UP, DOWN (queues), DRAIN (runs), INACTIVE
+    # preempt/partition_prio: a job here may preempt jobs of lower tiers on shared nodes;
+    # PreemptMode of its jobs as victims (the site's when not set), GraceTime in seconds
+    priority_tier: int = 1
+    preempt_mode: str = "OFF"
+    grace_time_s: int = 0
 
     def time_for(self, requested: int | None) -> int:
         """The limit a job gets here when it asked for `requested` minutes (None: none)."""

@@ -9,8 +9,12 @@ caldera.toml holds the site settings at the top level, in slurm.conf's words:
 
 A QOS's PreemptMode (other than `cluster`) overrides the site's for its jobs as victims
 (with the site's OFF, only jobs of a QOS with its own CANCEL or REQUEUE are preemptible);
-its PreemptExemptTime overrides the site's. A job that may not be requeued (--no-requeue)
-is cancelled instead (Slurm does the same). Everything here is pure.
+its PreemptExemptTime overrides the site's. Under preempt/partition_prio the victim's
+partition gives PreemptMode and GraceTime instead (slurm.conf's PartitionName= keys, or
+caldera.toml's [[partitions]] priority_tier, preempt_mode, grace_time), and nothing is
+preempted when the site's mode is OFF (the plugin's PREEMPT_DATA_ENABLED). A job that may
+not be requeued (--no-requeue) is cancelled instead (Slurm does the same). A QOS with
+Caldera's `Privileged` flag is never a victim. Everything here is pure.
 """
 
 from __future__ import annotations
@@ -21,20 +25,28 @@ from enum import Enum
 from typing import Any
 
 from gateway.compat.duration import time_str_to_mins
+from gateway.model.cluster import ClusterState, Partition
 from gateway.model.job import Job
 from gateway.model.values import INFINITE, NO_VAL
-from gateway.policy.model import PolicyState
+from gateway.policy.model import PolicyState, Qos
 
 __all__ = [
+    "PRIVILEGED",
     "Mode",
+    "Parts",
     "PreemptConfig",
     "grace_s",
+    "job_tier",
     "may_preempt",
     "may_preempt_any",
     "mode_of",
+    "parse_mode",
+    "partition_tiers",
     "preempt_config",
+    "privileged",
 ]
 
+PRIVILEGED = "Privileged"  # Caldera's QOS flag: delayed, job-level preemption (WillEvict)
 _TYPES = ("preempt/none", "preempt/qos", "preempt/partition_prio")
 
 
@@ -60,7 +72,8 @@ class PreemptConfig:
         return self.type != "preempt/none"
 
 
-def _mode(where: str, value: Any) -> Mode:
+def parse_mode(where: str, value: Any) -> Mode:
+    """A PreemptMode as slurm.conf writes it; ValueError naming `where` otherwise."""
     words = [w.strip().lower() for w in str(value).split(",") if w.strip()]
     # GANG may accompany a mode in slurm.conf (PreemptMode=REQUEUE,GANG); it adds nothing here
     words = [w for w in words if w != "gang"] or ["off"]
@@ -75,7 +88,7 @@ def preempt_config(values: Mapping[str, Any]) -> PreemptConfig:
     kind = str(values.get("preempt_type", "preempt/none")).lower()
     if kind not in _TYPES:
         raise ValueError(f"preempt_type: one of {', '.join(_TYPES)}, not {kind!r}")
-    mode = _mode("preempt_mode", values.get("preempt_mode", "OFF"))
+    mode = parse_mode("preempt_mode", values.get("preempt_mode", "OFF"))
     exempt = values.get("preempt_exempt_time", "0")
     mins = time_str_to_mins(str(exempt))
     if mins in (NO_VAL, INFINITE) or mins < 0:
@@ -83,30 +96,61 @@ def preempt_config(values: Mapping[str, Any]) -> PreemptConfig:
     return PreemptConfig(kind, mode, int(mins) * 60)
 
 
+Parts = Mapping[str, Partition]  # the site's partitions by name
+
+
+def _qos(state: PolicyState | None, name: str) -> Qos | None:
+    return state.qos.get(name) if state is not None else None
+
+
+def privileged(state: PolicyState | None, job: Job) -> bool:
+    """Whether the job's QOS has Caldera's `Privileged` flag: it preempts with WillEvict
+    marks and a delay (control/will_evict.py), and is never itself a victim."""
+    qos = _qos(state, job.qos)
+    return qos is not None and PRIVILEGED in qos.flags
+
+
 def mode_of(
-    cfg: PreemptConfig, state: PolicyState | None, victim: Job, requeue_default: bool = True
+    cfg: PreemptConfig,
+    state: PolicyState | None,
+    victim: Job,
+    requeue_default: bool = True,
+    parts: Parts | None = None,
 ) -> Mode:
-    """How the victim is preempted: its QOS's PreemptMode, else the site's; REQUEUE
-    becomes CANCEL for a job that may not be requeued (--no-requeue, or no --requeue
-    where the site's JobRequeue default is off: `requeue_default`)."""
-    qos = state.qos.get(victim.qos) if state is not None else None
+    """How the victim is preempted, as the plugin's get_mode: preempt/qos, its QOS's
+    PreemptMode unless `cluster`, else the site's; preempt/partition_prio, its
+    partition's PreemptMode (the site's when not set: `local_cluster` fills it in).
+    REQUEUE becomes CANCEL for a job that may not be requeued (--no-requeue, or no
+    --requeue where the site's JobRequeue default is off: `requeue_default`)."""
     mode = cfg.mode
-    if qos is not None and qos.preempt_mode not in ("cluster", ""):
-        mode = Mode(qos.preempt_mode) if qos.preempt_mode in ("off", "cancel", "requeue") else mode
+    if cfg.type == "preempt/partition_prio":
+        part = (parts or {}).get(victim.partition)
+        if part is not None:
+            mode = parse_mode(f"partition {part.name}", part.preempt_mode)
+    else:
+        qos = _qos(state, victim.qos)
+        if qos is not None and qos.preempt_mode in ("off", "cancel", "requeue"):
+            mode = Mode(qos.preempt_mode)
     requeue = requeue_default if victim.spec.requeue is None else victim.spec.requeue
     if mode is Mode.REQUEUE and not requeue:
         return Mode.CANCEL
     return mode
 
 
-def grace_s(state: PolicyState | None, victim: Job) -> int:
-    """The victim's QOS GraceTime in seconds (0: ended at once)."""
-    qos = state.qos.get(victim.qos) if state is not None else None
+def grace_s(
+    cfg: PreemptConfig, state: PolicyState | None, victim: Job, parts: Parts | None = None
+) -> int:
+    """The victim's GraceTime in seconds (0: ended at once): its QOS's under preempt/qos,
+    its partition's under preempt/partition_prio (as the plugins' get_grace_time)."""
+    if cfg.type == "preempt/partition_prio":
+        part = (parts or {}).get(victim.partition)
+        return part.grace_time_s if part is not None else 0
+    qos = _qos(state, victim.qos)
     return qos.grace_time_s if qos is not None else 0
 
 
 def _exempt(cfg: PreemptConfig, state: PolicyState | None, victim: Job, now: float) -> bool:
-    qos = state.qos.get(victim.qos) if state is not None else None
+    qos = _qos(state, victim.qos)
     exempt = cfg.exempt_s
     if qos is not None and qos.preempt_exempt_s is not None:
         exempt = qos.preempt_exempt_s
@@ -119,30 +163,56 @@ def may_preempt_any(cfg: PreemptConfig, state: PolicyState | None, job: Job) -> 
     if not cfg.enabled:
         return False
     if cfg.type == "preempt/qos":
-        qos = state.qos.get(job.qos) if state is not None else None
+        qos = _qos(state, job.qos)
         return qos is not None and bool(qos.preempt)
-    return True
+    return cfg.mode is not Mode.OFF
+
+
+def _tier_over(parts: Parts, preemptor: Job, victim: Job) -> bool:
+    """preempt_partition_prio.c: some partition of the preemptor that shares nodes with
+    the victim's partition has a strictly higher PriorityTier."""
+    theirs = parts.get(victim.partition)
+    if theirs is None:
+        return False
+    shared = set(theirs.nodes)
+    for name in (p for p in preemptor.partition.split(",") if p):
+        mine = parts.get(name)
+        if mine and mine.priority_tier > theirs.priority_tier and shared.intersection(mine.nodes):
+            return True
+    return False
 
 
 def may_preempt(
     cfg: PreemptConfig,
     state: PolicyState | None,
-    tiers: Mapping[str, int],
+    parts: Parts,
     now: float,
     preemptor: Job,
     victim: Job,
 ) -> bool:
     """Whether `preemptor` may preempt the running `victim` now: preempt/qos, the
-    preemptor's QOS lists the victim's in Preempt; preempt/partition_prio, the preemptor's
-    partition has a higher PriorityTier (`tiers`, default 1) than the victim's. Never a
-    victim whose mode is OFF or that has not yet run PreemptExemptTime."""
-    if not cfg.enabled or mode_of(cfg, state, victim) is Mode.OFF:
+    preemptor's QOS lists the victim's in Preempt; preempt/partition_prio, a partition of
+    the preemptor sharing nodes with the victim's has a higher PriorityTier. Never a
+    victim whose mode is OFF, that has not yet run PreemptExemptTime, or whose QOS is
+    Privileged."""
+    if not cfg.enabled or mode_of(cfg, state, victim, parts=parts) is Mode.OFF:
         return False
-    if _exempt(cfg, state, victim, now):
+    if _exempt(cfg, state, victim, now) or privileged(state, victim):
         return False
     if cfg.type == "preempt/qos":
-        qos = state.qos.get(preemptor.qos) if state is not None else None
+        qos = _qos(state, preemptor.qos)
         return qos is not None and victim.qos in qos.preempt
-    parts = [p for p in preemptor.partition.split(",") if p]
-    mine = max((tiers.get(p, 1) for p in parts), default=1)
-    return mine > tiers.get(victim.partition, 1)
+    return _tier_over(parts, preemptor, victim)
+
+
+def partition_tiers(clusters: Mapping[str, ClusterState]) -> dict[str, int]:
+    """Each partition's PriorityTier by name, or {} when every tier is the default 1 (the
+    common case: the queue order then costs nothing more)."""
+    tiers = {p.name: p.priority_tier for c in clusters.values() for p in c.partitions}
+    return tiers if any(t != 1 for t in tiers.values()) else {}
+
+
+def job_tier(tiers: Mapping[str, int], job: Job) -> int:
+    """The highest PriorityTier among the job's partitions (slurmctld queues a job once
+    per partition and tries the highest tier first)."""
+    return max((tiers.get(p, 1) for p in job.partition.split(",") if p), default=1)

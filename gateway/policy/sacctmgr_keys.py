@@ -93,6 +93,7 @@ _QOS_FLAGS = (
     "PartitionMaxNodes",
     "PartitionMinNodes",
     "PartitionTimeLimit",
+    "Privileged",  # Caldera's: delayed job-level preemption (docs/preemption.md)
     "RequiresReservation",
     "UsageFactorSafe",
 )

@@ -10,6 +10,7 @@ from gateway.model.job import Hold, Job
 from gateway.model.state import Reason
 from gateway.model.values import INFINITE
 from gateway.policy.limits import LimitGate
+from gateway.policy.preempt_rules import job_tier, partition_tiers
 from gateway.scheduler.dependencies import DepResult, evaluate
 from gateway.scheduler.licenses import LicenseGate
 from gateway.scheduler.part_limits import never_fits, partition_limit
@@ -21,12 +22,22 @@ __all__ = ["DEFAULT_PLUGINS", "FACTORIES"]
 
 
 class PriorityOrder:
-    """Higher priority first, then earlier submission, then lower id (Slurm's order)."""
+    """Higher partition PriorityTier first (when any partition sets one), then higher
+    priority, then earlier submission, then lower id (slurmctld's sort_job_queue2)."""
 
     name = "priority"
 
+    def __init__(self) -> None:
+        self._snap: Snapshot | None = None
+        self._tiers: dict[str, int] = {}
+
     def key(self, job: Job, snap: Snapshot) -> tuple[float, ...]:
         """Sort key."""
+        if snap is not self._snap:  # once per cycle
+            self._snap = snap
+            self._tiers = partition_tiers(snap.clusters)
+        if self._tiers:
+            return (-job_tier(self._tiers, job), -job.priority, job.submit_time, job.job_id)
         return (-job.priority, job.submit_time, job.job_id)
 
 

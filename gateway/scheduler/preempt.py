@@ -7,6 +7,11 @@ suffice on the nodes the preemptor would use, never more than needed. A victim a
 being ended (grace time running) counts as free for the preemptor it was chosen for, so a
 preemptor waiting for its victims picks no new ones.
 
+`fewest_victims` is the delayed, job-level preemption's choice (OpenI-Octopus): the
+fewest whole jobs rather than the lowest-priority ones; its victims are marked WillEvict
+first (gateway/control/will_evict.py), and a job marked for one preemptor is never taken
+by another.
+
 `choose_victims` is pure; `Preemption` is the cycle's per-cycle bookkeeping (a victim is
 claimed by one preemptor per cycle; the cycle keeps what a preemptor will use out of
 lower-priority jobs' reach meanwhile).
@@ -16,18 +21,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import combinations
 from typing import TypeVar
 
 from gateway.model.job import Job, RankPlacement
 from gateway.scheduler.request import node_request
 from gateway.scheduler.snapshot import NodeFree
 
-__all__ = ["Preemption", "choose_victims", "released"]
+__all__ = ["Preemption", "choose_victims", "fewest_victims", "released"]
 
 P = TypeVar("P")
 
 # (preemptor, running job) -> whether the preemptor may preempt it now
 MayPreempt = Callable[[Job, Job], bool]
+# a free map -> the preemptor's placement on it, or None
+Fits = Callable[[dict[str, NodeFree]], Sequence[RankPlacement] | None]
+FEWEST_BUDGET = 2000  # placement tests fewest_victims may spend on one preemptor
 
 
 def released(free: Mapping[str, NodeFree], victims: Iterable[Job]) -> dict[str, NodeFree]:
@@ -62,18 +71,14 @@ def _order(job: Job, ending: frozenset[int]) -> tuple[int, int, float, int]:
     )
 
 
-def choose_victims(
+def _candidates(
     preemptor: Job,
     running: Iterable[Job],
     free: Mapping[str, NodeFree],
-    fits: Callable[[dict[str, NodeFree]], Sequence[RankPlacement] | None],
     may_preempt: MayPreempt,
-    ending: frozenset[int] = frozenset(),
-) -> tuple[Job, ...] | None:
-    """The victims that let `preemptor` start (`fits`: its placement on a free map, or
-    None), or None when preempting every job it may preempt would not suffice. Jobs in
-    `ending` are already being ended for it and are always usable."""
-    cands = sorted(
+    first: frozenset[int],
+) -> list[Job]:
+    return sorted(
         (
             r
             for r in running
@@ -81,9 +86,66 @@ def choose_victims(
             and r.placement
             and r.job_id != preemptor.job_id
             and any(p.node in free for p in r.placement)
-            and (r.job_id in ending or may_preempt(preemptor, r))
+            and may_preempt(preemptor, r)
         ),
-        key=lambda r: _order(r, ending),
+        key=lambda r: _order(r, first),
+    )
+
+
+def _on_used(
+    chosen: Sequence[Job], free: Mapping[str, NodeFree], fits: Fits
+) -> tuple[Job, ...] | None:
+    """The chosen victims that hold room on the nodes the preemptor would use."""
+    placement = fits(released(free, chosen))
+    if placement is None:
+        return None
+    used = {p.node for p in placement}
+    return tuple(v for v in chosen if any(p.node in used for p in v.placement))
+
+
+def fewest_victims(
+    preemptor: Job,
+    running: Iterable[Job],
+    free: Mapping[str, NodeFree],
+    fits: Fits,
+    may_preempt: MayPreempt,
+    marked: frozenset[int] = frozenset(),
+    budget: int = FEWEST_BUDGET,
+) -> tuple[Job, ...] | None:
+    """The fewest whole jobs whose resources let `preemptor` start (OpenI-Octopus's
+    job-level preemption): every set of one, two, then three victims is tried, lowest
+    priority first (its `marked` victims before others, so that marks stay put while they
+    still suffice), within `budget` placement tests; past three victims or the budget,
+    `choose_victims`'s greedy pick, trimmed. None when even every allowed victim would not
+    suffice."""
+    cands = _candidates(preemptor, running, free, may_preempt, marked)
+    tests = 0
+    for size in range(1, min(3, len(cands)) + 1):
+        for combo in combinations(cands, size):
+            tests += 1
+            if tests > budget:
+                return choose_victims(preemptor, cands, free, fits, may_preempt)
+            got = _on_used(combo, free, fits)
+            if got is not None:
+                return got
+    if len(cands) <= 3:
+        return None
+    return choose_victims(preemptor, cands, free, fits, may_preempt)
+
+
+def choose_victims(
+    preemptor: Job,
+    running: Iterable[Job],
+    free: Mapping[str, NodeFree],
+    fits: Fits,
+    may_preempt: MayPreempt,
+    ending: frozenset[int] = frozenset(),
+) -> tuple[Job, ...] | None:
+    """The victims that let `preemptor` start (`fits`: its placement on a free map, or
+    None), or None when preempting every job it may preempt would not suffice. Jobs in
+    `ending` are already being ended for it and are always usable."""
+    cands = _candidates(
+        preemptor, running, free, lambda p, r: r.job_id in ending or may_preempt(p, r), ending
     )
     chosen: list[Job] = []
     placement: Sequence[RankPlacement] | None = None
@@ -102,9 +164,7 @@ def choose_victims(
         rest = [v for v in chosen if v is not victim]
         if fits(released(free, rest)) is not None:
             chosen = rest
-    placement = fits(released(free, chosen))
-    used = {p.node for p in placement or ()}
-    return tuple(v for v in chosen if any(p.node in used for p in v.placement))
+    return _on_used(chosen, free, fits)
 
 
 @dataclass
@@ -118,6 +178,10 @@ class Preemption:
     claimed: dict[int, tuple[int, ...]] = field(default_factory=dict)
     # a cheap first test per pending job (e.g. its QOS lists no other: never a preemptor)
     worth_asking: Callable[[Job], bool] = lambda job: True
+    # delayed job-level preemption: whether a job picks the fewest victims and marks them
+    # WillEvict (control/will_evict.py), and the marks standing (preemptor -> victims)
+    delayed: Callable[[Job], bool] = lambda job: False
+    marked: Mapping[int, frozenset[int]] = field(default_factory=dict)
 
     def attempt(
         self,
@@ -132,15 +196,20 @@ class Preemption:
         if not mine and not self.worth_asking(job):
             return None
         busy = {v for vs in self.claimed.values() for v in vs}
-        busy |= {v for p, vs in self.ending.items() if p != job.job_id for v in vs}
-        preemptors = set(self.ending) | set(self.claimed)
+        for owners in (self.ending, self.marked):  # another preemptor's: never this one's
+            busy |= {v for p, vs in owners.items() if p != job.job_id for v in vs}
+        preemptors = set(self.ending) | set(self.claimed) | set(self.marked)
         running = [r for r in self.running if r.job_id not in busy and r.job_id not in preemptors]
 
         def fits(f: dict[str, NodeFree]) -> Sequence[RankPlacement] | None:
             got = place(dict(f))
             return None if got is None else got[1]
 
-        victims = choose_victims(job, running, free, fits, self.may_preempt, mine)
+        if not mine and self.delayed(job):
+            marks = self.marked.get(job.job_id, frozenset())
+            victims = fewest_victims(job, running, free, fits, self.may_preempt, marks)
+        else:
+            victims = choose_victims(job, running, free, fits, self.may_preempt, mine)
         if not victims:
             return None
         placement = fits(released(free, victims)) or ()

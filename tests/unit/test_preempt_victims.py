@@ -187,15 +187,6 @@ def test_preempt_qos_follows_the_preempt_list_and_the_exempt_time() -> None:
     assert not may_preempt(off, state, {}, now, pre, old)
 
 
-def test_preempt_partition_prio_needs_a_higher_tier() -> None:
-    cfg = preempt_config({"preempt_type": "preempt/partition_prio", "preempt_mode": "CANCEL"})
-    now = time.time()
-    victim = replace(_running(1, {"n01": 1}, priority=1), partition="low")
-    pre = replace(_pending(9, 1), partition="high")
-    assert may_preempt(cfg, None, {"high": 2, "low": 1}, now, pre, victim)
-    assert not may_preempt(cfg, None, {"high": 1, "low": 1}, now, pre, victim)
-
-
 def test_mode_comes_from_the_qos_and_no_requeue_means_cancel() -> None:
     state = _state("-i add qos low preemptmode=cancel", "-i add qos mid")
     cfg = preempt_config({"preempt_type": "preempt/qos", "preempt_mode": "REQUEUE"})

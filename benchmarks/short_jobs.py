@@ -3,27 +3,31 @@
 The same jobs on Caldera's local site (4 virtual nodes x 2 CPUs, DefMemPerCPU=100, as the
 test cluster's partition `real`) and on real Slurm (testenv/slurm, partition `real`), in
 the same run. Submitted as arrays of at most 500 tasks, timed from the first sbatch until
-every task is known finished by the scheduler (Caldera: its API; Slurm: squeue no longer
-lists them), then every task's state is checked to be COMPLETED.
+every task is known finished by the scheduler (both: until `squeue -h -r -j IDS -o %i`,
+asked every 0.25 s, lists none of them; Caldera's rendered by its gateway), then every
+task's state is checked to be COMPLETED (Caldera: its API; Slurm: sacct).
 
 Also the local runner alone (`runner`): LocalBackend.submit/poll driven directly with 8 runs
 in flight (what the gateway would keep on 4 x 2 CPUs), so the runner's own rate is seen
 apart from the gateway's scheduling cycle.
 
     python benchmarks/short_jobs.py [--jobs 500] [--slurm-jobs N] [--skip-slurm]
-                                    [--cycle-interval S]
+                                    [--cycle-interval S] [--latency N]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -43,7 +47,6 @@ SITE = (
     + '[[partitions]]\nname = "real"\nnodes = ["node01", "node02", "node03", "node04"]\n'
     + "default = true\n"
 )
-FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 
 
 def arrays(n: int) -> list[str]:
@@ -51,11 +54,11 @@ def arrays(n: int) -> list[str]:
     return [f"0-{min(CHUNK, n - start) - 1}" for start in range(0, n, CHUNK)]
 
 
-def run_caldera(n: int, workdir: Path, cycle_s: float | None = None) -> dict[str, float]:
-    home = workdir / f"caldera-{n}-{cycle_s}"
+@contextlib.contextmanager
+def caldera(home: Path, toml: str) -> Iterator[tuple[dict[str, str], list[str], FastClient]]:
+    """A gateway in `home` (up, then down): its environment, sbatch argv and API client."""
     home.mkdir()
-    cadence = "" if cycle_s is None else f"cycle_interval_s = {cycle_s}\n"
-    (home / "caldera.toml").write_text(cadence + SITE)
+    (home / "caldera.toml").write_text(toml)
     env = {**os.environ, "CALDERA_HOME": str(home), "CALDERA_SOCKET": str(home / "gateway.sock")}
     subprocess.run([*CALDERA, "up"], env=env, check=True, capture_output=True)
     try:
@@ -66,8 +69,33 @@ def run_caldera(n: int, workdir: Path, cycle_s: float | None = None) -> dict[str
             capture_output=True,
             text=True,
         ).stdout.strip()
-        sbatch = [f"{shims}/sbatch", "--parsable", "-o", "/dev/null"]
         client = FastClient(env["CALDERA_SOCKET"])
+        try:
+            yield env, [f"{shims}/sbatch", "--parsable", "-o", "/dev/null"], client
+        finally:
+            client.close()
+    finally:
+        down = subprocess.Popen([*CALDERA, "down"], env=env, stdout=subprocess.DEVNULL)
+        while down.poll() is None:  # reaping: `down` waits for the adopted gateway to go
+            _reap()
+            time.sleep(0.05)
+
+
+def listed(client: FastClient, ids: list[str]) -> bool:
+    """Whether `squeue -h -r -j IDS -o %i` lists any of them (rendered by the gateway, as
+    Caldera's squeue has it rendered)."""
+    query: dict[str, object] = {"format": "%i", "noheader": True, "array": True, "job_ids": ids}
+    query["tz"] = os.environ.get("TZ")  # the gateway renders only in the caller's TZ
+    status, doc = client.request("POST", "/v1/squeue/render", query)
+    assert status == 200, doc
+    assert "stdout" in doc, doc  # (not a fallback)
+    return bool(doc["stdout"].strip())
+
+
+def run_caldera(n: int, workdir: Path, cycle_s: float | None = None) -> dict[str, float]:
+    home = workdir / f"caldera-{n}-{cycle_s}"
+    cadence = "" if cycle_s is None else f"cycle_interval_s = {cycle_s}\n"
+    with caldera(home, cadence + SITE) as (env, sbatch, client):
         t0 = time.monotonic()
         ids = [
             subprocess.run(
@@ -81,20 +109,18 @@ def run_caldera(n: int, workdir: Path, cycle_s: float | None = None) -> dict[str
             for spec in arrays(n)
         ]
         submitted = time.monotonic() - t0
-        states: dict[str, str] = {}
-        while True:
-            states = {}
-            for array_id in ids:
-                status, doc = client.request("GET", f"/v1/jobs/{array_id}")
-                assert status == 200, doc
-                for job in doc["jobs"]:
-                    states[str(job["job_id"])] = job["state"]
-            if len(states) >= n and all(s in FINAL for s in states.values()):
-                break
+        # as for Slurm: until squeue lists none of them, asked every 0.25 s (each question
+        # costs the gateway ~8 ms of the CPU the jobs need, with 1,000 jobs visible)
+        while listed(client, ids):
             _reap()  # supervisors adopted by this process (run_runner made it a subreaper)
-            time.sleep(0.05)
+            time.sleep(0.25)
         elapsed = time.monotonic() - t0
-        client.close()
+        states: dict[str, str] = {}
+        for array_id in ids:
+            status, doc = client.request("GET", f"/v1/jobs/{array_id}")
+            assert status == 200, doc
+            states.update({str(job["job_id"]): job["state"] for job in doc["jobs"]})
+        assert len(states) >= n, f"{len(states)} of {n} tasks known"
         bad = {k: s for k, s in states.items() if s != "COMPLETED"}
         assert not bad, f"not COMPLETED: {sorted(bad.items())[:5]}"
         gateway = int((home / "gateway.pid").read_text().split()[0])
@@ -106,11 +132,28 @@ def run_caldera(n: int, workdir: Path, cycle_s: float | None = None) -> dict[str
             "gateway_cpu_ms": cpu_ms(gateway) / n,
             "forkserver_cpu_ms": cpu_ms(server) / n,
         }
-    finally:
-        down = subprocess.Popen([*CALDERA, "down"], env=env, stdout=subprocess.DEVNULL)
-        while down.poll() is None:  # reaping: `down` waits for the adopted gateway to go
-            _reap()
-            time.sleep(0.05)
+
+
+def run_latency(k: int, workdir: Path) -> list[float]:
+    """One `--wrap true` job at a time, k times: seconds from sbatch until squeue no longer
+    lists it (asked every 10 ms). What a lone short job waits for its end to be seen."""
+    took: list[float] = []
+    with caldera(workdir / "caldera-latency", SITE) as (env, sbatch, client):
+        for _ in range(k):
+            t0 = time.monotonic()
+            job_id = subprocess.run(
+                [*sbatch, "--wrap", "true"],
+                env=env,
+                cwd=workdir,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+            while listed(client, [job_id]):
+                _reap()
+                time.sleep(0.01)
+            took.append(time.monotonic() - t0)
+    return took
 
 
 def run_runner(n: int, workdir: Path, slots: int = 8) -> dict[str, float]:
@@ -263,6 +306,9 @@ def main() -> None:
         default=None,
         help="also run Caldera with this cycle_interval_s (a diagnostic: default 0.2 s)",
     )
+    parser.add_argument(
+        "--latency", type=int, default=0, help="also time N lone jobs, one at a time"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="short-jobs-") as tmp:
         work = Path(tmp)
@@ -283,6 +329,13 @@ def main() -> None:
             f"job: gateway {mine['gateway_cpu_ms']:.1f} ms, fork server "
             f"{mine['forkserver_cpu_ms']:.1f} ms"
         )
+        if args.latency:
+            took = sorted(run_latency(args.latency, work))
+            print(
+                f"latency: {args.latency} jobs one at a time, sbatch -> not in squeue: p50 "
+                f"{statistics.median(took):.3f} s, max {took[-1]:.3f} s; load {load()}",
+                flush=True,
+            )
         if args.cycle_interval is not None:
             fast = run_caldera(args.jobs, work, args.cycle_interval)
             print(

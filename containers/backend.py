@@ -19,7 +19,7 @@ import pwd
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import psutil
@@ -29,6 +29,7 @@ from containers.events import RunEvents, Tracked, unknown_run_event
 from containers.forkserver import ForkServerClient
 from containers.interpreter import shared_python
 from containers.launching import prepare, spawn, write_srun_shim
+from containers.notify import ChangeListener
 from containers.planning import STEP_DIR_VAR, NodeSettings, plan_job
 from containers.proctrack import RECORD_FILE, attempt_name, namespace_for, select_tracker
 from containers.spool import JobResult, read_json, write_json
@@ -134,6 +135,7 @@ class LocalBackend:
                 path.chmod(0o711)
         write_srun_shim(self.spool / "bin", self.srun_python)
         self._forks = ForkServerClient(self.spool, python)
+        self._listener: ChangeListener | None = None
 
     # --- Backend protocol ---------------------------------------------------------------------
 
@@ -341,8 +343,22 @@ class LocalBackend:
         self._tracked.pop((job_id, run), None)
         return True
 
+    def notify_changes(self, wake: Callable[[], None]) -> None:
+        """Call `wake` (from a thread of the backend) as soon as a run ends, so that the
+        gateway polls then rather than at its next periodic cycle (containers.notify)."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        try:
+            self._listener = ChangeListener(self.spool, wake)
+        except OSError as exc:  # the periodic poll still finds every end
+            log.warning("local backend %s: run ends are not pushed: %s", self.cluster, exc)
+
     def close(self) -> None:
         """At shutdown: the fork server exits (the runs it started go on without it)."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         self._forks.stop()
 
     def fork_server_pid(self) -> int | None:

@@ -4,6 +4,8 @@ Starting `python -m containers.supervisor` costs an interpreter start and its im
 job (most of a short job's cost). The fork server pays that once: it imports the supervisor
 and waits on a Unix socket; for each run it forks a child that double-forks (a new session)
 into the run's supervisor, the same code `python -m containers.supervisor --detach` runs.
+That child answers the request once the supervisor is forked, so the server takes the next
+request meanwhile (the launches of one scheduling cycle arrive together).
 
 Guarantees, the same as the exec path's:
 
@@ -29,6 +31,7 @@ backend replaces it), when its spool is gone, or after `IDLE_EXIT_S` without a r
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import os
@@ -251,6 +254,7 @@ class ForkServer:
         last = time.monotonic()
         while not self.stopping:
             if not sel.select(timeout=5.0):
+                _reap_intermediates()
                 if time.monotonic() - last > IDLE_EXIT_S or not self._still_ours():
                     break
                 continue
@@ -259,6 +263,7 @@ class ForkServer:
                 last = time.monotonic()
                 with conn:
                     self._handle(conn)
+            _reap_intermediates()
         self._unlink_socket()
 
     def _stop(self, signum: int, frame: object) -> None:
@@ -295,11 +300,16 @@ class ForkServer:
             self.stopping = True
             _answer(conn, {"ok": True})
         elif op == "spawn":
-            _answer(conn, self._spawn(request.get("jobdir")))
+            refused = self._spawn(conn, request.get("jobdir"))
+            if refused is not None:
+                _answer(conn, refused)
         else:
             _answer(conn, {"ok": False, "error": f"unknown request {op!r}"})
 
-    def _spawn(self, jobdir: object) -> dict[str, object]:
+    def _spawn(self, conn: socket.socket, jobdir: object) -> dict[str, object] | None:
+        """Fork the run's intermediate, which answers on `conn` once the supervisor is
+        forked (None), or the refusal to answer. The server goes on at once: the next
+        request does not wait for this one's second fork."""
         if not isinstance(jobdir, str):
             return {"ok": False, "error": "no run directory"}
         path = Path(jobdir)
@@ -307,25 +317,23 @@ class ForkServer:
         if path.parent != self.jobs_dir or not name or not set(name) <= _RUN_NAME_CHARS:
             return {"ok": False, "error": f"{jobdir} is not a run directory of this spool"}
         try:
-            read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
-        except OSError as exc:
-            return {"ok": False, "error": f"cannot start the supervisor of {name}: {exc}"}
-        try:
             pid = os.fork()
         except OSError as exc:
-            os.close(read_fd)
-            os.close(write_fd)
             return {"ok": False, "error": f"cannot start the supervisor of {name}: {exc}"}
         if pid == 0:  # the intermediate child: never returns
-            os.close(read_fd)
-            _intermediate(path, write_fd, keep=(write_fd,))
-        os.close(write_fd)
-        with os.fdopen(read_fd, "rb") as pipe:  # the line, not EOF: no wait for the supervisor
-            reported = pipe.readline(32)
-        _, status = os.waitpid(pid, 0)
-        if not reported.strip().isdigit():
-            return {"ok": False, "error": f"the supervisor of {name} did not start ({status})"}
-        return {"ok": True, "pid": int(reported)}
+            _intermediate(path, conn.fileno())
+        return None
+
+
+def _reap_intermediates() -> None:
+    """The intermediates that exited (each once its supervisor was forked)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def _answer(conn: socket.socket, answer: dict[str, object]) -> None:
@@ -333,19 +341,28 @@ def _answer(conn: socket.socket, answer: dict[str, object]) -> None:
         conn.sendall(json.dumps(answer).encode() + b"\n")
 
 
-def _intermediate(jobdir: Path, report_fd: int, keep: tuple[int, ...]) -> None:
+def _intermediate(jobdir: Path, conn_fd: int) -> None:
     """In the server's child: a new session, then the supervisor in a second child (so it
-    is nobody's child but init's or a subreaper's); this one exits at once."""
+    is nobody's child but init's or a subreaper's); this one answers the request on
+    `conn_fd` (the supervisor's pid, or why not) and exits at once."""
     code = 1
+    answer: dict[str, object] = {
+        "ok": False,
+        "error": f"the supervisor of {jobdir.name} did not start",
+    }
     try:
         os.setsid()
-        _reset_inherited(jobdir, keep)
+        _reset_inherited(jobdir, (conn_fd,))
         pid = os.fork()
         if pid == 0:
-            _supervise(jobdir, report_fd)
-        os.write(report_fd, f"{pid}\n".encode())
+            _supervise(jobdir, conn_fd)
+        answer = {"ok": True, "pid": pid}
         code = 0
+    except BaseException as exc:  # noqa: BLE001 - the client is told, whatever it was
+        answer["error"] = f"cannot start the supervisor of {jobdir.name}: {exc}"
     finally:
+        with contextlib.suppress(BaseException):
+            os.write(conn_fd, json.dumps(answer).encode() + b"\n")
         os._exit(code)
 
 
@@ -375,11 +392,11 @@ def _open_fds() -> list[int]:
         return list(range(3, 1024))
 
 
-def _supervise(jobdir: Path, report_fd: int) -> None:
+def _supervise(jobdir: Path, conn_fd: int) -> None:
     """The run's supervisor, as `python -m containers.supervisor --detach` would run it."""
     code = 1
     try:
-        os.close(report_fd)
+        os.close(conn_fd)
         from containers.supervisor import Supervisor
 
         code = Supervisor(jobdir).run()
@@ -414,5 +431,8 @@ def main(argv: list[str]) -> int:
     os.chdir("/")
     os.umask(0o077)
     server.announce()
+    # what every fork inherits leaves the collector's generations: a supervisor's collections
+    # then never touch (and copy) the server's pages (a third fewer page faults per fork)
+    gc.freeze()
     server.serve()
     return 0

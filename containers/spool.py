@@ -43,7 +43,7 @@ import os
 import secrets
 import stat
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,7 @@ def write_json(path: Path, data: Any, mode: int = 0o600, durable: bool = True) -
         fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
         try:
             with os.fdopen(fd, "w") as fh:
-                json.dump(data, fh, sort_keys=True)
+                fh.write(json.dumps(data, sort_keys=True))  # dumps: the C encoder, not dump's
                 fh.flush()
                 os.fchmod(fh.fileno(), mode)
                 if durable:
@@ -211,7 +211,12 @@ class JobPlan:
     container: ContainerPlan | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Shallow (asdict's deep copy of the environment was most of a launch's plan cost):
+        the document is only encoded, never changed."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.container is not None:
+            data["container"] = asdict(self.container)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JobPlan:

@@ -29,6 +29,7 @@ from typing import Any
 
 import psutil
 
+from containers.notify import announce_change
 from containers.proc import descendants, set_child_subreaper
 from containers.proctrack import ENDED_FILE, RECORD_FILE, from_record
 from containers.runner import (
@@ -351,6 +352,7 @@ class Supervisor:
         data = result.to_json()
         data["max_rss_kb"] = self.max_rss_kb
         write_json(self.dir / "result.json", data)
+        announce_change(self.dir.parent.parent)  # the spool's gateway polls now
 
 
 def _detach() -> None:

@@ -8,7 +8,7 @@ of the gateway asks `caps.time_limit` instead of probing a backend for method na
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -23,6 +23,7 @@ __all__ = [
     "EndsAttempts",
     "JobControl",
     "NativeDependencies",
+    "Notifies",
     "PlacesItself",
     "PredictsStart",
     "UpdatesTimeLimit",
@@ -123,6 +124,17 @@ class Withdraws(Protocol):
         ...
 
 
+@runtime_checkable
+class Notifies(Protocol):
+    """The backend can say when its runs changed (a run ended), so the gateway polls then
+    instead of waiting for its next periodic cycle (the local runner)."""
+
+    def notify_changes(self, wake: Callable[[], None]) -> None:
+        """From now on, call `wake` (from any thread) after a change `poll()` would report;
+        a missed call only delays the report until the next periodic poll."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """The optional abilities of one backend (None: it has not got that one)."""
@@ -136,6 +148,7 @@ class Capabilities:
     closes: Closes | None = None
     predicts_start: PredictsStart | None = None
     withdraws: Withdraws | None = None
+    notifies: Notifies | None = None
 
 
 def capabilities_of(backend: Backend) -> Capabilities:
@@ -150,4 +163,5 @@ def capabilities_of(backend: Backend) -> Capabilities:
         closes=backend if isinstance(backend, Closes) else None,
         predicts_start=backend if isinstance(backend, PredictsStart) else None,
         withdraws=backend if isinstance(backend, Withdraws) else None,
+        notifies=backend if isinstance(backend, Notifies) else None,
     )

@@ -3,12 +3,15 @@
 `python benchmarks/routing_bench.py [--jobs 100000] [--repeat 3]`
 
 Inputs are random but seeded: each job has a predicted start per cluster (5 % unknown),
-a burst mode (80 % allowed, 10 % never, 10 % prefer), a wait and, for a quarter of the
-jobs, a burst-after and a current cluster. Timed, best of --repeat, CPU and wall:
+a burst mode (80 % allowed, 10 % never, 10 % prefer), a wait, a time limit (packing's cap)
+and, for a quarter of the jobs, a burst-after and a current cluster; the clusters have
+sizes and the policy packs (pack_s 3600, the replay's value), so every rule is exercised.
+Timed, best of --repeat, CPU and wall:
 - baseline: building the inputs the gateway would hand over (the Prediction records);
 - `choose`: one call per job, with its one-line reason (what `scontrol show job` shows);
 - `choose_batch`: the same decisions without reasons (replays, mass re-routing).
-The two paths must agree job for job (checked here, and by tests/unit/test_routing.py).
+The two paths must agree job for job (checked here, and by tests/unit/test_routing.py and
+tests/unit/test_federation_routing_pack.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from gateway.federation.routing import Burst, Prediction, RoutePolicy, choose, c
 
 T = TypeVar("T")
 CLUSTERS = ("home", "cloud", "partner")
+SIZES = (1024, 256, 512)
 NOW = 1_800_000_000.0
 
 
@@ -58,10 +62,14 @@ def main() -> None:
     current: list[int | None] = [
         rng.randrange(3) if rng.random() < 0.25 else None for _ in range(n)
     ]
-    policy = RoutePolicy("home", 300.0, {"cloud": 600.0})
+    lengths: list[float | None] = [60.0 * rng.randint(1, 2880) for _ in range(n)]
+    policy = RoutePolicy("home", 300.0, {"cloud": 600.0}, pack_s=3600.0)
 
     def build() -> list[list[Prediction]]:
-        return [[Prediction(c, s) for c, s in zip(CLUSTERS, row, strict=True)] for row in starts]
+        return [
+            [Prediction(c, s, z) for c, s, z in zip(CLUSTERS, row, SIZES, strict=True)]
+            for row in starts
+        ]
 
     preds, b_cpu, b_wall = _timed(build, args.repeat)
 
@@ -77,21 +85,25 @@ def main() -> None:
                 after[j],
                 NOW,
                 None if cur is None else CLUSTERS[cur],
+                lengths[j],
             )
             out.append(None if r.cluster is None else CLUSTERS.index(r.cluster))
         return out
 
     def batch() -> list[int | None]:
-        return choose_batch(CLUSTERS, starts, policy, bursts, waited, after, NOW, current)
+        return choose_batch(
+            CLUSTERS, starts, policy, bursts, waited, after, NOW, current, SIZES, lengths
+        )
 
     one, s_cpu, s_wall = _timed(scalar, args.repeat)
     many, v_cpu, v_wall = _timed(batch, args.repeat)
     if one != many:
         raise SystemExit("choose and choose_batch disagree")
     away = sum(1 for x in one if x not in (0, None))
+    packed = one.count(CLUSTERS.index("cloud"))
     print(
-        f"{n} jobs x {len(CLUSTERS)} clusters; {away} routed away from home, "
-        f"{one.count(None)} nowhere"
+        f"{n} jobs x {len(CLUSTERS)} clusters; {away} routed away from home "
+        f"({packed} to the smallest), {one.count(None)} nowhere"
     )
     print("path | CPU s | wall s | jobs/s (CPU) | jobs/s (wall)")
     for name, cpu, wall in (

@@ -38,6 +38,7 @@ from gateway.model.cluster import ClusterState
 from gateway.model.job import HANDING, Job
 from gateway.model.jobspec import JobSpec
 from gateway.model.state import JobState, Reason
+from gateway.model.values import INFINITE
 from gateway.scheduler.cycle import fits_now, place_now
 from gateway.scheduler.request import node_request
 from gateway.scheduler.selection import Routed, targets_on
@@ -69,6 +70,7 @@ class Router:
         self.gw = gw
         self.cfg = cfg
         self.policy = cfg.policy()
+        self._sizes: dict[str, tuple[ClusterState, int]] = {}  # per description
         # (cluster, partition, request shape) -> (predicted start, monotonic time asked)
         self._preds: dict[tuple[str, str, Hashable], tuple[float | None, float]] = {}
         self._asking: set[tuple[str, str, Hashable]] = set()
@@ -145,7 +147,7 @@ class Router:
             start, known = self._predict(job, name, snap, free, now)
             if not known:
                 return None
-            preds.append(Prediction(name, start))
+            preds.append(Prediction(name, start, self._size(name, snap.clusters[name])))
         home = home_of(job.spec, self.cfg)
         policy = self.policy if home == self.policy.home else replace(self.policy, home=home)
         route = choose(
@@ -156,6 +158,7 @@ class Router:
             burst_after_s=self.cfg.burst_after_for(job.spec),
             now=now,
             current=current,
+            length_s=job.time_limit * 60.0 if 0 < job.time_limit < INFINITE else None,
         )
         skipped = [why for why in verdicts.values() if why is not None]
         note = route.reason + (f"; skipped {'; '.join(skipped)}" if skipped else "")
@@ -164,6 +167,15 @@ class Router:
             on = targets_on(job, snap.clusters[target], target)
             place_now(job, on, free, self.gw.registry, snap)
         return Route(route.cluster, note, route.compared)
+
+    def _size(self, name: str, state: ClusterState) -> int:
+        """A cluster's CPUs, for `[routing] pack` (0 when packing is off: never favoured)."""
+        if not self.policy.pack_s:
+            return 0
+        hit = self._sizes.get(name)
+        if hit is None or hit[0] is not state:
+            hit = self._sizes[name] = (state, sum(n.cpus for n in state.nodes))
+        return hit[1]
 
     def _eligibility(self, job: Job, snap: Snapshot) -> Mapping[str, str | None]:
         """`eligibility`, kept per job while the clusters' descriptions are the same objects

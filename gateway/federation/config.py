@@ -89,6 +89,7 @@ class RoutingConfig:
     margin_s: float = DEFAULT_MARGIN_S
     burst_after_s: float = 0.0
     outage_timeout_s: float = DEFAULT_OUTAGE_TIMEOUT_S
+    pack_s: float = 0.0  # packing favour for the smallest cluster that fits (0: off)
     rules: tuple[RoutingRule, ...] = ()
     per_cluster: Mapping[str, ClusterRouting] = field(default_factory=dict)
     _memo: dict[tuple[str | None, str | None], tuple[str, ...]] = field(
@@ -144,7 +145,9 @@ class RoutingConfig:
     def policy(self) -> RoutePolicy:
         """The routing policy (gateway/federation/routing.py) this table stands for."""
         weights = {c: s.weight_s for c, s in self.per_cluster.items() if s.weight_s}
-        return RoutePolicy(home=self.home, margin_s=self.margin_s, weights=weights)
+        return RoutePolicy(
+            home=self.home, margin_s=self.margin_s, weights=weights, pack_s=self.pack_s
+        )
 
 
 def _covers(prefix: str, path: str) -> bool:
@@ -198,7 +201,7 @@ def _duration_text(text: str) -> float | None:
 
 # --- the parser ---------------------------------------------------------------------
 
-_TOP_KEYS = ("home", "margin", "burst_after", "outage_timeout", "rule", "cluster")
+_TOP_KEYS = ("home", "margin", "burst_after", "outage_timeout", "pack", "rule", "cluster")
 _RULE_KEYS = ("partition", "qos", "clusters")
 _CLUSTER_KEYS = ("burst", "weight", "max_jobs", "images", "fs")
 _FS_KEYS = ("submit", "path")
@@ -335,7 +338,7 @@ def parse_routing(
         raise _unknown_cluster(_Place(f"{place.text} home"), home, known)
     durations = {
         key: _duration(place, key, table[key])
-        for key in ("margin", "burst_after", "outage_timeout")
+        for key in ("margin", "burst_after", "outage_timeout", "pack")
         if key in table
     }
     if durations.get("outage_timeout", 1.0) <= 0:
@@ -371,6 +374,7 @@ def parse_routing(
         margin_s=durations.get("margin", DEFAULT_MARGIN_S),
         burst_after_s=durations.get("burst_after", 0.0),
         outage_timeout_s=durations.get("outage_timeout", DEFAULT_OUTAGE_TIMEOUT_S),
+        pack_s=durations.get("pack", 0.0),
         rules=tuple(rules),
         per_cluster=MappingProxyType(per),
     )

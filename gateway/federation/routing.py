@@ -14,6 +14,15 @@ margin for a favoured cluster:
   the margin: a prediction that wobbles around a threshold does not flap the job. Favours do
   not add up (a job at home leaves at the same threshold as a new one; a burst job returns
   home as soon as home is sooner at all), so the hysteresis band is one margin wide.
+- Packing (`pack_s`, with each prediction's cluster `size`): a job that fits clusters of
+  different sizes favours the smallest by `pack_s` seconds, never more than its own length
+  (`length_s`, its time limit). Where it starts is what its own slowdown sees; what the
+  others see is which cluster it occupies: a job that could run on a small cluster and
+  takes the big one's processors delays the jobs only the big one can run (wider than the
+  rest); the length cap keeps a short job from trading a long wait for it. The favour adds
+  to the margins, like a weight. Off by default: the trace replay (benchmarks/RESULTS.md)
+  finds it lowers mean bounded slowdown where much of the work fits only the big cluster,
+  and raises it where little does.
 - An unknown prediction (None, or NaN) is never chosen over a known one; with none known the
   job goes nowhere.
 
@@ -49,6 +58,7 @@ WAITING_NOTE = "waiting for start predictions"
 class Prediction:
     cluster: str
     start: float | None  # epoch seconds the job is expected to start there; None: unknown
+    size: int = 0  # the cluster's CPUs, for packing (0: not given, never favoured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +66,13 @@ class RoutePolicy:
     home: str  # the home cluster (preferred within the margin)
     margin_s: float = 300.0  # home wins unless another cluster starts it this much sooner
     weights: Mapping[str, float] = field(default_factory=dict)  # seconds added per cluster
+    pack_s: float = 0.0  # the smallest cluster that fits is favoured by this (module doc)
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.margin_s) or self.margin_s < 0:
             raise ValueError(f"routing margin must be a finite number >= 0, not {self.margin_s}")
+        if not math.isfinite(self.pack_s) or self.pack_s < 0:
+            raise ValueError(f"routing pack must be a finite number >= 0, not {self.pack_s}")
         bad = [c for c, w in self.weights.items() if not math.isfinite(w)]
         if bad:
             raise ValueError(f"routing weight of cluster {bad[0]!r} must be finite")
@@ -94,6 +107,20 @@ def _all(preds: Sequence[Prediction], now: float | None) -> str:
     return ", ".join(f"{p.cluster} {_when(p.start, now)}" for p in preds)
 
 
+def _packed(sizes: Sequence[int]) -> int:
+    """The size that packing favours: the smallest given, if a bigger one is given too
+    (0: none favoured)."""
+    given = [z for z in sizes if z > 0]
+    return min(given) if given and max(given) > min(given) else 0
+
+
+def _pack(policy: RoutePolicy, length_s: float | None) -> float:
+    """Seconds of packing favour for a job of `length_s` (None: not capped)."""
+    if length_s is None or math.isnan(length_s):
+        return policy.pack_s
+    return min(policy.pack_s, max(length_s, 0.0))
+
+
 def _gated(burst: Burst, waited_s: float, burst_after_s: float | None) -> bool:
     """True when only the anchor may be considered (the job may not leave home yet)."""
     return burst is Burst.NEVER or (burst_after_s is not None and waited_s < burst_after_s)
@@ -107,8 +134,10 @@ def choose(
     burst_after_s: float | None = None,
     now: float | None = None,
     current: str | None = None,
+    length_s: float | None = None,
 ) -> Route:
-    """The cluster `preds` says the job should be pending on, and why (module docstring)."""
+    """The cluster `preds` says the job should be pending on, and why (module docstring);
+    `length_s`: the job's time limit in seconds (caps packing; None: not capped)."""
     compared = tuple(preds)
     if not compared:
         return Route(None, "nowhere: no eligible cluster", compared)
@@ -123,7 +152,8 @@ def choose(
             else f"home only until waited {_span(burst_after_s or 0.0)} (burst-after)"
         )
         return Route(anchor, f"{why}: {anchor} {_when(start, now)}", compared)
-    best = _best(compared, policy, burst, now, anchor, current)
+    pack = _pack(policy, length_s)
+    best = _best(compared, policy, burst, now, anchor, current, pack)
     if best is None:
         return Route(None, f"nowhere: no start predicted ({_all(compared, now)})", compared)
     chosen = compared[best]
@@ -139,7 +169,8 @@ def choose(
         head = f"burst: {chosen.cluster} {starts}, home ({anchor}) {_when(home_start, now)}"
     rest = [f"{p.cluster} {_when(p.start, now)}" for p in compared if p.cluster not in shown]
     tail = f"; {', '.join(rest)}" if rest else ""
-    return Route(chosen.cluster, f"{head}{tail} (margin {margin})", compared)
+    packs = f", pack {_span(pack)}" if pack > 0 and _packed([p.size for p in compared]) else ""
+    return Route(chosen.cluster, f"{head}{tail} (margin {margin}{packs})", compared)
 
 
 def _best(
@@ -149,13 +180,17 @@ def _best(
     now: float | None,
     anchor: str,
     current: str | None,
+    pack: float,
 ) -> int | None:
     """Index of the winning known prediction (lowest (score, rank, index)), None if none known."""
     best: tuple[float, int, int] | None = None
+    tight = _packed([p.size for p in preds])
     for i, p in enumerate(preds):
         if p.start is None or math.isnan(p.start):
             continue
         eff = (p.start if now is None else max(p.start, now)) + policy.weights.get(p.cluster, 0.0)
+        if tight and p.size == tight:
+            eff -= pack
         favoured = (p.cluster == anchor) == (burst is Burst.ALLOWED)
         is_current = p.cluster == current
         score = eff - policy.margin_s if (favoured or is_current) else eff
@@ -174,13 +209,20 @@ def choose_batch(
     burst_after_s: Sequence[float | None] | None = None,
     now: float | None = None,
     current: Sequence[int | None] | None = None,
+    sizes: Sequence[int] | None = None,
+    lengths: Sequence[float | None] | None = None,
 ) -> list[int | None]:
     """`choose` for many jobs over the same `clusters` (one row of starts per job, in the
-    order of `clusters`): the index of each job's cluster, None for nowhere. Same rule as
-    `choose` (the tests check it), without building predictions or reasons."""
+    order of `clusters`; `sizes`: each cluster's CPUs, `lengths`: each job's `length_s`):
+    the index of each job's cluster, None for nowhere. Same rule as `choose` (the tests
+    check it), without building predictions or reasons."""
     n = len(clusters)
+    if sizes is not None and len(sizes) != n:
+        raise ValueError(f"{len(sizes)} cluster sizes for {n} clusters")
     anchor = clusters.index(policy.home) if policy.home in clusters else 0
     weights = [policy.weights.get(c, 0.0) for c in clusters]
+    tight = _packed(sizes or ())
+    packed = [bool(tight) and sizes is not None and sizes[i] == tight for i in range(n)]
     m = policy.margin_s
     lo = -math.inf if now is None else now
     out: list[int | None] = []
@@ -194,12 +236,15 @@ def choose_batch(
             continue
         cur = None if current is None else current[j]
         home_favoured = burst is Burst.ALLOWED
+        pack = _pack(policy, None if lengths is None else lengths[j]) if tight else 0.0
         best_key: tuple[float, int, int] | None = None
         for i in range(n):
             s = row[i]
             if s is None or s != s:  # unknown, or NaN (as unknown)
                 continue
             eff = (s if s > lo else lo) + weights[i]
+            if packed[i]:
+                eff -= pack
             favoured = (i == anchor) == home_favoured
             key = (eff - m, 0, i) if i == cur else (eff - m, 1, i) if favoured else (eff, 2, i)
             if best_key is None or key < best_key:

@@ -13,9 +13,10 @@ Routings compared (all send a job only where it fits):
 - `first`: MultiKueue-style "first to admit": dispatched everywhere at submission;
 - `wait`: dispatched home, and after a fixed wait still pending, everywhere too;
 - `caldera`: one cluster, chosen by `gateway.federation.routing.choose` over each cluster's
-  own backfill plan (gateway/simulate/predict.py) at submission; with `reroute_s` the first
-  pending jobs are routed again every that many seconds when any cluster changed meanwhile
-  (moved: withdrawn and dispatched again, with `current` hysteresis).
+  own backfill plan (gateway/simulate/predict.py) and size (`pack_s`) at submission; with
+  `reroute_s` the first pending jobs are routed again every that many seconds when any
+  cluster changed meanwhile (moved: withdrawn and dispatched again, with `current`
+  hysteresis).
 
 Pure: a trace and clusters in, a MultiOutcome out.
 """
@@ -62,6 +63,7 @@ class Routing:
     margin_s: float = 300.0  # `caldera`: home preferred within this margin
     depth: int = 64  # `caldera`: queued jobs each cluster's plan looks at
     reroute_s: float | None = None  # `caldera`: route pending jobs again this often
+    pack_s: float = 0.0  # `caldera`: RoutePolicy.pack_s (the smaller cluster favoured)
 
     def __post_init__(self) -> None:
         if self.name not in ROUTINGS:
@@ -189,7 +191,7 @@ def simulate_multi(
     swf = {j.job_id: j for j in jobs}
     records = {j.job_id: replay_job(j) for j in jobs}
     cl = [_Cluster(s, policy, records) for s in sites]
-    route = RoutePolicy(sites[0].name, routing.margin_s)
+    route = RoutePolicy(sites[0].name, routing.margin_s, pack_s=routing.pack_s)
     arrivals: list[tuple[float, int, int]] = []  # (time, job id, cluster index)
     timers: list[tuple[float, int]] = []  # (time, job id): `wait` bursts
     ends: list[tuple[float, int, int]] = []
@@ -214,10 +216,12 @@ def simulate_multi(
     def routed(job_id: int, now: float) -> int:
         where = fits(job_id)
         preds = [
-            Prediction(cl[c].site.name, cl[c].predict(now, swf[job_id], routing.depth))
+            Prediction(
+                cl[c].site.name, cl[c].predict(now, swf[job_id], routing.depth), cl[c].site.nodes
+            )
             for c in where
         ]
-        r = choose(preds, route, Burst.ALLOWED, now=now)
+        r = choose(preds, route, Burst.ALLOWED, now=now, length_s=60.0 * swf[job_id].limit_min)
         return where[0] if r.cluster is None else where[[p.cluster for p in preds].index(r.cluster)]
 
     def reroute(now: float) -> int:
@@ -237,10 +241,14 @@ def simulate_multi(
             }
             procs, dur = swf[k].procs, 60.0 * swf[k].limit_min
             preds = [
-                Prediction(cl[c].site.name, profiles[c].earliest(procs, dur, ready[c]))
+                Prediction(
+                    cl[c].site.name, profiles[c].earliest(procs, dur, ready[c]), cl[c].site.nodes
+                )
                 for c in where
             ]
-            r = choose(preds, route, Burst.ALLOWED, now=now, current=cl[cur].site.name)
+            r = choose(
+                preds, route, Burst.ALLOWED, now=now, current=cl[cur].site.name, length_s=dur
+            )
             target = (
                 cur if r.cluster is None else where[[p.cluster for p in preds].index(r.cluster)]
             )

@@ -276,6 +276,21 @@ def test_policy_carries_home_margin_and_weights_into_routing() -> None:
     assert go.cluster == "burst"
 
 
+
+def test_pack_is_off_unless_the_table_sets_it() -> None:
+    assert parse("[routing]\n").policy().pack_s == 0.0
+    packed = parse('[routing]\npack = "1h"\n').policy()
+    assert packed.pack_s == 3600.0
+    # the small cluster (8 CPUs) starts a 10-minute job 250 s later than home (64): the
+    # favour (capped at the job's 600 s) outweighs that and home's 300 s margin; without
+    # `pack` home keeps it
+    preds = [Prediction("a", 1000.0, size=64), Prediction("burst", 1250.0, size=8)]
+    assert choose(preds, packed, Burst.ALLOWED, length_s=600.0).cluster == "burst"
+    plain = parse("[routing]\n").policy()
+    assert choose(preds, plain, Burst.ALLOWED, length_s=600.0).cluster == "a"
+    with pytest.raises(ConfigError, match="pack"):
+        parse('[routing]\npack = "-5m"\n')
+
 # --- fuzzing: any TOML-like mapping gives a RoutingConfig or a ConfigError ------------
 
 _words = st.sampled_from(

@@ -304,3 +304,31 @@ def test_a_cluster_at_its_max_jobs_is_not_chosen(tmp_path: Path) -> None:
     assert far.launched == []
     assert job.routed_to == "home"
     assert "far unknown" in job.route_note
+
+
+class _Big(Placed):
+    def describe(self) -> ClusterState:
+        return _cluster(self.name, nodes=4)
+
+
+def test_pack_sends_a_short_job_to_the_smaller_cluster_when_both_start_it_now(
+    tmp_path: Path,
+) -> None:
+    """With `[routing] pack`, a job both clusters start now goes to the smaller one (its
+    room at home is kept for jobs only home can hold); without it, home keeps it."""
+
+    async def main(routing: dict[str, Any]) -> tuple[Job, list[int], list[int]]:
+        home, small = _Big("home"), Placed("small")
+        base = tmp_path / str(len(routing))
+        base.mkdir()
+        gw = _gateway(base, {"home": home, "small": small}, routing)
+        await gw.commit([_pending(1)], "submit")
+        await _cycles(gw)
+        gw.committer.close()
+        return gw.jobs[1], home.launched, small.launched
+
+    job, home_runs, small_runs = asyncio.run(main({"home": "home", "pack": "1h"}))
+    assert (home_runs, small_runs) == ([], [1])
+    assert job.route_note.endswith("(margin 5m, pack 10m)")
+    job, home_runs, small_runs = asyncio.run(main({"home": "home"}))
+    assert (home_runs, small_runs) == ([1], [])

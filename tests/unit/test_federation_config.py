@@ -276,7 +276,6 @@ def test_policy_carries_home_margin_and_weights_into_routing() -> None:
     assert go.cluster == "burst"
 
 
-
 def test_pack_is_off_unless_the_table_sets_it() -> None:
     assert parse("[routing]\n").policy().pack_s == 0.0
     packed = parse('[routing]\npack = "1h"\n').policy()
@@ -290,6 +289,7 @@ def test_pack_is_off_unless_the_table_sets_it() -> None:
     assert choose(preds, plain, Burst.ALLOWED, length_s=600.0).cluster == "a"
     with pytest.raises(ConfigError, match="pack"):
         parse('[routing]\npack = "-5m"\n')
+
 
 # --- fuzzing: any TOML-like mapping gives a RoutingConfig or a ConfigError ------------
 

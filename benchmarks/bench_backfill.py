@@ -18,6 +18,7 @@ wall and CPU percentiles, since the machine these run on is shared.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import random
 import statistics
 import time
@@ -30,7 +31,7 @@ from gateway.model.jobspec import JobSpec, Sharing
 from gateway.model.state import JobState
 from gateway.scheduler.bf_params import parse_scheduler_parameters
 from gateway.scheduler.catalog import DEFAULT_PLUGINS, FACTORIES
-from gateway.scheduler.cycle import run_cycle
+from gateway.scheduler.cycle import CycleResult, run_cycle
 from gateway.scheduler.plugins import Registry
 from gateway.scheduler.snapshot import NodeFree, Snapshot
 
@@ -135,6 +136,17 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def _digest(result: CycleResult) -> str:
+    """A short hash of the cycle's decisions (starts with their nodes, reasons, plan), to
+    check that an optimisation leaves every decision as it was."""
+    h = hashlib.sha256()
+    for d in result.starts:
+        h.update(repr((d.job.job_id, d.task, d.cluster, d.partition, d.placement)).encode())
+    h.update(repr(sorted((k, v.value) for k, v in result.reasons.items())).encode())
+    h.update(repr(sorted(result.planned.items())).encode())
+    return h.hexdigest()[:12]
+
+
 def bench_cycle(pending: int, nodes: int, idle: int, cycles: int, params: str) -> None:
     """Time `run_cycle` on one snapshot, `cycles` times (the clock advances a second each)."""
     t0 = time.perf_counter()
@@ -156,7 +168,7 @@ def bench_cycle(pending: int, nodes: int, idle: int, cycles: int, params: str) -
         walls.append(time.perf_counter() - w)
     print(
         f"cycle: starts={len(result.starts)} planned={len(result.planned)} "
-        f"reasons={len(result.reasons)}"
+        f"reasons={len(result.reasons)} decisions={_digest(result)}"
     )
     print(
         f"run_cycle x{cycles}: wall p50={statistics.median(walls):.3f}s "
@@ -165,8 +177,9 @@ def bench_cycle(pending: int, nodes: int, idle: int, cycles: int, params: str) -
     )
 
 
-def bench_swf(trace: Path, policies: str, nodes: int | None) -> None:
-    """Replay a trace under each policy; print the summary line and wall/CPU seconds."""
+def bench_swf(trace: Path, policies: str, nodes: int | None, prefix: int | None) -> None:
+    """Replay a trace (its first `prefix` jobs, when given: for profiling while iterating)
+    under each policy; print the summary line and wall/CPU seconds."""
     from gateway.simulate.engine import POLICIES, simulate
     from gateway.simulate.swf import read_trace
 
@@ -177,6 +190,8 @@ def bench_swf(trace: Path, policies: str, nodes: int | None) -> None:
         f"{time.perf_counter() - w:.1f}s wall, {time.process_time() - c:.1f}s cpu"
     )
     size = nodes or parsed.max_procs or 128
+    if prefix is not None:
+        parsed = replace(parsed, jobs=parsed.jobs[:prefix])
     for name in policies.split(","):
         w, c = time.perf_counter(), time.process_time()
         outcome = simulate(parsed, size, POLICIES[name])
@@ -201,11 +216,12 @@ def main() -> None:
     swf.add_argument("trace", type=Path)
     swf.add_argument("--policy", default="fcfs,easy")
     swf.add_argument("--nodes", type=int)
+    swf.add_argument("--jobs", type=int, help="replay only the trace's first N jobs")
     args = ap.parse_args()
     if args.what == "cycle":
         bench_cycle(args.pending, args.nodes, args.idle, args.cycles, args.params)
     else:
-        bench_swf(args.trace, args.policy, args.nodes)
+        bench_swf(args.trace, args.policy, args.nodes, args.jobs)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ costs a walk over running jobs' ends rather than a re-plan of every queued job.
 
 Searches are memoised per request shape within a cycle (jobs of one array, or of one
 user's workflow, ask for the same thing) and invalidated whenever a start or a
-reservation changes what is free; that is what keeps a cycle over a long queue cheap.
+reservation changes what is free; the order in which running jobs give nodes back is
+computed once per such change and shared by every search (bf_timeline.py); that is what
+keeps a cycle over a long queue cheap.
 
 Time is what jobs ask for: a running job ends at start + time limit; a job without a limit
 never ends (it is never a reason for a reservation to come earlier, and it can start now
@@ -31,21 +33,23 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from gateway.model.cluster import Node
+from gateway.model.cluster import NodeState
 from gateway.model.job import Job, RankPlacement
 from gateway.model.jobspec import Sharing
 from gateway.model.values import INFINITE
 from gateway.scheduler.bf_params import BackfillParams
+from gateway.scheduler.bf_timeline import Releases, Use, uses
 from gateway.scheduler.plugins import Registry
-from gateway.scheduler.request import NodeRequest
+from gateway.scheduler.request import NodeRequest, on_partitions
 from gateway.scheduler.selection import Target
 from gateway.scheduler.snapshot import NodeFree, Snapshot
 
 __all__ = ["Chosen", "PlaceFn", "Planned", "Planner", "duration_s"]
 
 Chosen = tuple[Target, tuple[RankPlacement, ...]]
-# the cycle's placement on the first target that fits, on the free map given (mutated)
-PlaceFn = Callable[[Job, NodeRequest, Sequence[Target], dict[str, NodeFree]], Chosen | None]
+# the cycle's placement on the first target that fits, on the free map given (mutated);
+# the flag says every node of the map already passed the filters for this request and target
+PlaceFn = Callable[[Job, NodeRequest, Sequence[Target], dict[str, NodeFree], bool], Chosen | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,18 +60,6 @@ class Planned:
     nodes: tuple[str, ...]
     cluster: str
     partition: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Use:
-    """One job's share of one node over [start, end)."""
-
-    start: float
-    end: float
-    cpus: int
-    memory_mb: int
-    gpus: frozenset[int]
-    exclusive: bool
 
 
 def duration_s(job: Job) -> float:
@@ -81,46 +73,18 @@ def _exclusive(job: Job) -> bool:
     return job.spec.sharing is Sharing.EXCLUSIVE
 
 
-_UNAVAILABLE = frozenset({"down", "drained", "draining"})
-
-
-def _round_up(t: float, res: int) -> float:
-    return float(math.ceil(t / res) * res)
-
-
-def _use(node: Node, p: RankPlacement, exclusive: bool, start: float, end: float) -> _Use:
-    """What a rank holds: the whole node when exclusive (as Statement.allocate takes it)."""
-    if exclusive:
-        every = frozenset(g.index for g in node.gpus) if node.gpus else frozenset()
-        return _Use(start, end, node.cpus, node.memory_mb, every, True)
-    return _Use(start, end, p.cpus, p.memory_mb, frozenset(p.gpus), False)
+_UNAVAILABLE = frozenset({NodeState.DOWN, NodeState.DRAINED, NodeState.DRAINING})
 
 
 def _take(f: NodeFree, p: RankPlacement, exclusive: bool) -> NodeFree:
     """`f` less one rank's share, exactly as Statement.allocate takes it."""
-    return replace(
-        f,
-        cpus=0 if exclusive else f.cpus - p.cpus,
-        memory_mb=0 if exclusive else f.memory_mb - p.memory_mb,
-        gpus=frozenset() if exclusive else f.gpus - set(p.gpus),
-        exclusive_jobs=f.exclusive_jobs + int(exclusive),
-        jobs=f.jobs + 1,
-    )
-
-
-def _give_back(f: NodeFree, u: _Use) -> NodeFree:
-    """`f` once the job holding `u` has ended (a node left with no job is whole again)."""
-    node = f.node
-    jobs = max(f.jobs - 1, 0)
-    if jobs == 0:
-        return NodeFree(node, node.cpus, node.memory_mb, frozenset(g.index for g in node.gpus))
     return NodeFree(
-        node,
-        min(node.cpus, f.cpus + u.cpus),
-        min(node.memory_mb, f.memory_mb + u.memory_mb),
-        f.gpus | u.gpus,
-        max(f.exclusive_jobs - int(u.exclusive), 0),
-        jobs,
+        f.node,
+        0 if exclusive else f.cpus - p.cpus,
+        0 if exclusive else f.memory_mb - p.memory_mb,
+        frozenset() if exclusive else f.gpus - set(p.gpus),
+        f.exclusive_jobs + int(exclusive),
+        f.jobs + 1,
     )
 
 
@@ -139,9 +103,9 @@ class Planner:
         self.blocked = False
         self._tested = 0
         self._seq = 0
-        self._ends: list[tuple[float, int, str, _Use]] = []  # running shares by end
-        self._running: dict[str, list[_Use]] = {}  # node -> running shares that end
-        self._binding: dict[str, list[_Use]] = {}  # node -> reservations not to delay
+        self._ends: list[tuple[float, int, str, Use]] = []  # running shares by end
+        self._running: dict[str, list[Use]] = {}  # node -> running shares that end
+        self._binding: dict[str, list[Use]] = {}  # node -> reservations not to delay
         self._binding_start = math.inf
         self._binding_starts: list[float] = []
         self._views: dict[tuple[int, tuple[bool, ...]], dict[str, NodeFree]] = {}
@@ -158,9 +122,11 @@ class Planner:
         self._pool = {n: f for n, f in snap.free.items() if f.cpus > 0}
         self._open = len(self._pool)  # pool nodes that still have a free cpu
         self._full: dict[str, NodeFree] = {}  # nodes this cycle filled (left the pool)
-        self.any_down = any(f.node.state.long in _UNAVAILABLE for f in snap.free.values())
+        self._any_down: bool | None = None
         self._indexed = False  # running jobs' ends, read only once a job is blocked
         self._started: list[tuple[Job, tuple[RankPlacement, ...], float]] = []  # until then
+        self._timeline: tuple[tuple[int, float], Releases] | None = None
+        self._spans: dict[tuple[str, float, float], tuple[NodeFree, int, NodeFree]] = {}
 
     def _index_running(self) -> None:
         if self._indexed:
@@ -173,9 +139,16 @@ class Planner:
             self._track(job, job.placement, job.start_time, job.start_time + dur)
         for job, placement, end in self._started:
             self._track(job, placement, self.now, end)
-        self._ends.sort(key=lambda e: (e[0], e[1]))
+        self._ends.sort()  # by (end, seq): seq is unique, so no further field is compared
 
     # --- what the cycle calls -------------------------------------------------------
+
+    @property
+    def any_down(self) -> bool:
+        """Whether some node is down or drained (read only when a job cannot start)."""
+        if self._any_down is None:
+            self._any_down = any(f.node.state in _UNAVAILABLE for f in self._snap.free.values())
+        return self._any_down
 
     def may_test(self) -> bool:
         """Whether one more job behind a blocked one may be examined (bf_max_job_test;
@@ -184,6 +157,10 @@ class Planner:
             return False
         self._tested += 1
         return self._tested <= self._params.max_job_test
+
+    def exhausted(self) -> bool:
+        """Whether `may_test` will refuse every further job this cycle."""
+        return self._params.mode == "fcfs" or self._tested >= self._params.max_job_test
 
     def start_now(
         self, job: Job, req: NodeRequest, targets: Sequence[Target], free: dict[str, NodeFree]
@@ -199,11 +176,11 @@ class Planner:
         if req.nodes > self._open:
             return None  # every rank needs a cpu on a node of its own
         if end <= self._binding_start:  # over before any binding reservation begins
-            chosen = self._place(job, req, targets, self._pool)
+            chosen = self._place(job, req, targets, self._pool, False)
             view = self._pool
         else:
             view = self._view_now(end)
-            chosen = self._place(job, req, targets, view)
+            chosen = self._place(job, req, targets, view, False)
         if chosen is None:
             self._no_start[shape] = (self._version, dur)
             return None
@@ -247,7 +224,6 @@ class Planner:
         """The job cannot start now: find its earliest start and nodes, and reserve them
         (binding for the first `binding` blocked jobs)."""
         self.blocked = True
-        self._index_running()
         binding = self._reservations < self._params.binding
         if not binding:
             if self._estimates >= self._params.estimates:
@@ -262,6 +238,7 @@ class Planner:
             if key in self._found:
                 found = self._found[key]
             else:
+                self._index_running()  # only now: a cycle that plans nothing never reads it
                 found = self._found[key] = self._earliest(job, req, target, dur, horizon)
             if found is not None and found[0] > limit:
                 found = None
@@ -276,10 +253,8 @@ class Planner:
             return  # an estimate only: lower jobs may take these nodes meanwhile
         self._reservations += 1
         self._version += 1
-        exclusive = _exclusive(job)
-        for p in placement:
-            use = _use(self._snap.free[p.node].node, p, exclusive, start, start + dur)
-            self._binding.setdefault(p.node, []).append(use)
+        for node, use in uses(placement, _exclusive(job), start, start + dur, self._snap.free):
+            self._binding.setdefault(node, []).append(use)
         self._binding_start = min(self._binding_start, start)
         bisect.insort(self._binding_starts, start)
         if dur != math.inf:
@@ -296,18 +271,12 @@ class Planner:
         insort: bool = False,
     ) -> None:
         """Remember a running job's shares, to give them back when it ends."""
-        exclusive = _exclusive(job)
-        nodes = self._snap.free
-        for p in placement:
-            known = nodes.get(p.node)
-            if known is None:
-                continue
-            use = _use(known.node, p, exclusive, start, end)
-            self._running.setdefault(p.node, []).append(use)
-            entry = (end, self._seq, p.node, use)
+        for node, use in uses(placement, _exclusive(job), start, end, self._snap.free):
+            self._running.setdefault(node, []).append(use)
+            entry = (end, self._seq, node, use)
             self._seq += 1
             if insort:
-                bisect.insort(self._ends, entry, key=lambda e: (e[0], e[1]))
+                bisect.insort(self._ends, entry)
             else:
                 self._ends.append(entry)
 
@@ -327,57 +296,81 @@ class Planner:
         released in end order and only those are re-checked, so a search costs the ends
         it walks, not the cluster's size."""
         snap, filters = self._snap, self._reg.filters
-        one = replace(req, partitions=(target.partition,))
+        one = on_partitions(req, (target.partition,))
         within = self._nodes(target.cluster)
+        binding, pool = self._binding, self._pool
 
         def ok(f: NodeFree) -> bool:
             return all(p.fits(one, f, snap) for p in filters)
 
-        base: dict[str, NodeFree] = {}
-        cands = {n for n, f in self._pool.items() if n in within and ok(f)}
-        ends, hold_ends, res = self._ends, self._hold_ends, self._params.resolution_s
-        i = j = 0
-        while True:
-            t_end = ends[i][0] if i < len(ends) else math.inf
-            t_hold = hold_ends[j] if j < len(hold_ends) else math.inf
-            raw = min(t_end, t_hold)
-            if raw == math.inf:
-                return None
-            t = _round_up(max(raw, self.now + 1e-6), res)
-            if t > horizon:
-                return None
-            while i < len(ends) and ends[i][0] <= t:
-                node = ends[i][2]
-                f = _give_back(base.get(node) or self._pool_or_free(node), ends[i][3])
-                base[node] = f
-                i += 1
-                if node in within and node not in cands and ok(f):
-                    cands.add(node)
-            while j < len(hold_ends) and hold_ends[j] <= t:
-                j += 1
+        cands: set[str] = set()  # nodes that fit once what has ended by t is given back
+        plain: dict[str, NodeFree] = {}  # those no binding reservation holds, as of t
+        held: set[str] = set()  # those a binding reservation holds (checked per window)
+
+        def admit(n: str, f: NodeFree) -> None:
+            cands.add(n)
+            if n in binding:
+                held.add(n)
+            else:
+                plain[n] = f
+
+        for n, f in pool.items():
+            if n in within and ok(f):
+                admit(n, f)
+        released: set[str] = set()
+        timeline = self._releases(horizon)
+        k = 0
+        while (step := timeline.step(k)) is not None:
+            k += 1
+            t, freed = step
+            for node, f in freed:
+                released.add(node)
+                if node in plain:  # a second end on it: checked again, so the view
+                    if ok(f):  # handed to placement holds only nodes that pass
+                        plain[node] = f
+                    else:
+                        del plain[node]
+                        cands.discard(node)
+                elif node in within and node not in cands and ok(f):
+                    admit(node, f)
             if len(cands) < req.nodes:
                 continue
             stop = t + dur
-            view: dict[str, NodeFree] = {}
-            for n in cands:
-                f = base.get(n) or self._pool_or_free(n)
-                if n in self._binding:
-                    f = self._window(n, self._pool_or_free(n), t, stop, self._binding)
-                    if not ok(f):
-                        continue
-                view[n] = f
+            view = dict(plain)
+            for n in held:
+                f = timeline.window(n, t, stop)
+                if ok(f):
+                    view[n] = f
             if len(view) < req.nodes:
                 continue
             # reserve nodes that are busy now when they suffice: the idle ones stay free
             # for backfilling (what EASY's "extra nodes" are when counted, not named)
-            later = {n: f for n, f in view.items() if n in base and n not in self._pool}
+            later = {n: f for n, f in view.items() if n in released and n not in pool}
             chosen = None
             if len(later) >= req.nodes:
-                chosen = self._place(job, req, (target,), later)
+                chosen = self._place(job, req, (target,), later, True)
             if chosen is None:
-                chosen = self._place(job, req, (target,), view)
+                chosen = self._place(job, req, (target,), view, True)
             if chosen is not None:
                 return t, chosen
+        return None
+
+    def _releases(self, horizon: float) -> Releases:
+        """The running jobs' ends as steps, shared by the searches of this version."""
+        kept = self._timeline
+        if kept is not None and kept[0] == (self._version, horizon):
+            return kept[1]
+        made = Releases(
+            self._ends,
+            self._hold_ends,
+            self.now,
+            self._params.resolution_s,
+            horizon,
+            self._pool_or_free,
+            self._span,
+        )
+        self._timeline = ((self._version, horizon), made)
+        return made
 
     def _view_now(self, end: float) -> dict[str, NodeFree]:
         """The pool as a run from now to `end` sees it next to the binding reservations.
@@ -411,12 +404,28 @@ class Planner:
         self._windows[key] = (f, found)
         return found
 
+    def _span(self, n: str, t0: float, t1: float) -> NodeFree:
+        """`_window` of node `n`'s current record over [t0, t1), kept while that record
+        and the binding reservations are unchanged (all it depends on: a start replaces
+        the records of its own nodes only), since jobs of equal time limits searched at
+        the same step ask for the same spans."""
+        f = self._pool_or_free(n)
+        key = (n, t0, t1)
+        hit = self._spans.get(key)
+        if hit is not None and hit[0] is f and hit[1] == self._reservations:
+            return hit[2]
+        found = self._window(n, f, t0, t1, self._binding)
+        if len(self._spans) >= 1 << 18:
+            self._spans.clear()
+        self._spans[key] = (f, self._reservations, found)
+        return found
+
     def _pool_or_free(self, node: str) -> NodeFree:
         found = self._pool.get(node) or self._full.get(node)
         return found if found is not None else self._snap.free[node]
 
     def _window(
-        self, n: str, now_free: NodeFree, t0: float, t1: float, holds: dict[str, list[_Use]]
+        self, n: str, now_free: NodeFree, t0: float, t1: float, holds: dict[str, list[Use]]
     ) -> NodeFree:
         """What node `n` has free at every instant of [t0, t1): its capacity less the
         most that running jobs (those not ended yet) and reservations hold at once, per

@@ -14,6 +14,7 @@ The cycle never mutates the snapshot and performs no IO; the gateway applies the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -23,13 +24,15 @@ from gateway.model.cluster import ClusterState, NodeState
 from gateway.model.job import Job, RankPlacement
 from gateway.model.state import Reason
 from gateway.scheduler.backfill import Planned, Planner
-from gateway.scheduler.plugins import Code, Registry
+from gateway.scheduler.plugins import OK, Code, QueueOrder, Registry
 from gateway.scheduler.preempt import Preemption
-from gateway.scheduler.request import NodeRequest, node_request, task_capacity
+from gateway.scheduler.request import NodeRequest, on_partitions, spec_request, task_capacity
 from gateway.scheduler.selection import Target
 from gateway.scheduler.snapshot import NodeFree, Snapshot
 
 __all__ = ["CycleResult", "Decision", "Statement", "run_cycle"]
+
+_NO_GPUS: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,15 +73,16 @@ class Statement:
     ) -> tuple[int, ...]:
         """Take resources on a node (tentatively); returns the GPU indices taken."""
         cur = self._free[name]
-        taken = tuple(sorted(cur.gpus)[:gpus])
+        taken = tuple(sorted(cur.gpus)[:gpus]) if gpus else ()
         self._pending.append((name, cur))
-        self._free[name] = replace(
-            cur,
-            cpus=0 if exclusive else cur.cpus - cpus,
-            memory_mb=0 if exclusive else cur.memory_mb - memory,
-            gpus=frozenset() if exclusive else cur.gpus - set(taken),
-            exclusive_jobs=cur.exclusive_jobs + int(exclusive),
-            jobs=cur.jobs + 1,
+        # the constructor, not dataclasses.replace: a gang allocates once per rank
+        self._free[name] = NodeFree(
+            cur.node,
+            0 if exclusive else cur.cpus - cpus,
+            0 if exclusive else cur.memory_mb - memory,
+            _NO_GPUS if exclusive else cur.gpus - set(taken) if taken else cur.gpus,
+            cur.exclusive_jobs + int(exclusive),
+            cur.jobs + 1,
         )
         return taken
 
@@ -99,16 +103,29 @@ def _candidates(
     reg: Registry,
     snap: Snapshot,
     within: frozenset[str] | None = None,
+    checked: bool = False,
 ) -> list[NodeFree]:
-    """The nodes (of `within`, when given: the selected cluster's) that fit, best first."""
-    fits = [
-        f
-        for f in free.values()
-        if (within is None or f.node.name in within)
-        and all(p.fits(req, f, snap) for p in reg.filters)
-    ]
-    fits.sort(key=lambda f: (-sum(s.score(req, f, snap) for s in reg.scores), f.node.name))
+    """The nodes (of `within`, when given: the selected cluster's) that fit, best first;
+    `checked`: every node of `free` is known to be of `within` and to pass the filters (a
+    reservation search hands over only such nodes), so they are not asked again."""
+    filters, scores = reg.filters, reg.scores
+    nodes = free.values() if within is None else (f for f in free.values() if f.node.name in within)
+    if checked:
+        fits = list(free.values())
+    elif len(filters) == 1:  # the common registries: one call per node, no generator
+        fit = filters[0].fits
+        fits = [f for f in nodes if fit(req, f, snap)]
+    else:
+        fits = [f for f in nodes if all(p.fits(req, f, snap) for p in filters)]
+    if scores:
+        fits.sort(key=lambda f: (-sum(s.score(req, f, snap) for s in scores), f.node.name))
+    else:  # every score is 0: the order is the names'
+        fits.sort(key=_name)
     return fits
+
+
+def _name(f: NodeFree) -> str:
+    return f.node.name
 
 
 def _place(
@@ -118,8 +135,9 @@ def _place(
     reg: Registry,
     snap: Snapshot,
     within: frozenset[str] | None = None,
+    checked: bool = False,
 ) -> tuple[RankPlacement, ...] | None:
-    cands = _candidates(req, free, reg, snap, within)
+    cands = _candidates(req, free, reg, snap, within, checked)
     if len(cands) < req.nodes:
         return None
     if req.spread:
@@ -133,6 +151,9 @@ def _place(
         chosen = cands[: req.nodes]
     if len(chosen) < req.nodes:
         return None
+    # ranks in node order, as slurmctld lays a job out over its node bitmap: rank 0 and the
+    # batch script on the lowest node, whichever node scored best
+    chosen = sorted(chosen[: req.nodes], key=lambda f: _node_order(f.node.name))
     stmt = Statement(free)
     out: list[RankPlacement] = []
     widest = max(req.tasks_per_node)
@@ -146,6 +167,18 @@ def _place(
         out.append(RankPlacement(node.name, tasks, cpus, memory, gpus))
     stmt.commit()
     return tuple(out)
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def _node_order(name: str) -> tuple[tuple[int, str, int], ...]:
+    """node2 before node10 (a site numbers its nodes; slurm.conf lists them in order)."""
+    return tuple(
+        (1, "", int(part)) if part.isdigit() else (0, part, 0)
+        for part in _DIGITS.split(name)
+        if part
+    )
 
 
 def _place_spread(
@@ -186,7 +219,11 @@ _NODE_SETS: dict[tuple[str, ...], tuple[tuple[ClusterState, ...], frozenset[str]
 def _nodes_of(targets: Sequence[Target], snap: Snapshot) -> frozenset[str]:
     """The node names of the targets' clusters (their partitions are the request's);
     kept while the clusters' descriptions are the same objects (they are immutable)."""
-    names = tuple(sorted({t.cluster for t in targets if t.cluster in snap.clusters}))
+    if len(targets) == 1:  # one target (every placement try): no set to sort
+        only = targets[0].cluster
+        names: tuple[str, ...] = (only,) if only in snap.clusters else ()
+    else:
+        names = tuple(sorted({t.cluster for t in targets if t.cluster in snap.clusters}))
     states = tuple(snap.clusters[c] for c in names)
     hit = _NODE_SETS.get(names)
     if hit is not None and all(a is b for a, b in zip(hit[0], states, strict=True)):
@@ -205,11 +242,13 @@ def _place_on_targets(
     free: dict[str, NodeFree],
     reg: Registry,
     snap: Snapshot,
+    checked: bool = False,
 ) -> tuple[Target, tuple[RankPlacement, ...]] | None:
-    """The first target (in the selector's order) the gang fits on now, with its placement."""
+    """The first target (in the selector's order) the gang fits on now, with its placement
+    (`checked`: as `_candidates` says)."""
     for target in targets:
-        one = replace(req, partitions=(target.partition,))
-        placement = _place(job, one, free, reg, snap, _nodes_of((target,), snap))
+        one = on_partitions(req, (target.partition,))
+        placement = _place(job, one, free, reg, snap, _nodes_of((target,), snap), checked)
         if placement is not None:
             return target, placement
     return None
@@ -220,9 +259,9 @@ def fits_now(
 ) -> bool:
     """Whether enough nodes of one of the targets could take the job's share now (`free`
     unchanged): the router's "starts now" on a cluster the gateway places on."""
-    req = node_request(job.spec, _nodelist(job))
+    req = spec_request(job.spec)
     for target in targets:
-        one = replace(req, partitions=(target.partition,))
+        one = on_partitions(req, (target.partition,))
         nodes = 1 if one.spread else one.nodes
         if len(_candidates(one, free, reg, snap, _nodes_of((target,), snap))) >= nodes:
             return True
@@ -234,7 +273,7 @@ def place_now(
 ) -> bool:
     """Take the job's placement out of `free` if it fits now (so that the next job routed in
     the same pass does not count on the same room)."""
-    req = node_request(job.spec, _nodelist(job))
+    req = spec_request(job.spec)
     return _place_on_targets(job, req, targets, free, reg, snap) is not None
 
 
@@ -244,13 +283,14 @@ def run_cycle(snap: Snapshot, reg: Registry, preempt: Preemption | None = None) 
     result = CycleResult()
     free = dict(snap.free)
     order = reg.queue_order
-    queue = sorted(snap.pending, key=lambda j: order.key(j, snap)) if order else list(snap.pending)
+    queue = sorted(snap.pending, key=partial(_key, order, snap)) if order else list(snap.pending)
     eligible: list[Job] = []
+    gates = reg.gates
     for job in queue:
         status = None
-        for gate in reg.gates:
+        for gate in gates:
             st = gate.check(job, snap)
-            if not st.ok:
+            if st is not OK and not st.ok:  # most verdicts are the shared OK
                 status = st
                 break
         if status is None:
@@ -261,10 +301,16 @@ def run_cycle(snap: Snapshot, reg: Registry, preempt: Preemption | None = None) 
             result.reasons[job.job_id] = status.reason
     running_tasks = dict(snap.running_tasks)
     planner = Planner(
-        snap, reg, reg.backfill, lambda j, r, t, f: _place_on_targets(j, r, t, f, reg, snap)
+        snap,
+        reg,
+        reg.backfill,
+        lambda j, r, t, f, checked: _place_on_targets(j, r, t, f, reg, snap, checked),
     )
     blocked = False
-    for job in eligible:
+    for at, job in enumerate(eligible):
+        if blocked and planner.exhausted():
+            _behind(eligible[at:], running_tasks, result)
+            break
         starts = 0
         while True:
             task = _next_task(job, starts)
@@ -287,9 +333,8 @@ def run_cycle(snap: Snapshot, reg: Registry, preempt: Preemption | None = None) 
                 result.reasons[job.job_id] = job.reason
                 break
             # the request as it stands on any of its targets (for the reasons it waits)
-            req = replace(
-                node_request(job.spec, _nodelist(job)),
-                partitions=tuple(dict.fromkeys(t.partition for t in targets)),
+            req = on_partitions(
+                spec_request(job.spec), tuple(dict.fromkeys(t.partition for t in targets))
             )
             within = _nodes_of(targets, snap)
             chosen = planner.start_now(job, req, targets, free)
@@ -333,6 +378,25 @@ def run_cycle(snap: Snapshot, reg: Registry, preempt: Preemption | None = None) 
                 break
     result.planned = planner.plan
     return result
+
+
+def _key(order: QueueOrder, snap: Snapshot, job: Job) -> tuple[float, ...]:
+    return order.key(job, snap)
+
+
+def _behind(rest: Sequence[Job], running_tasks: Mapping[int, int], result: CycleResult) -> None:
+    """The eligible jobs left once a job is blocked and bf_max_job_test is spent: none is
+    looked at, so each waits for Priority (an array's throttled first task for its
+    throttle, as the full loop says); the same verdicts, without the per-job machinery."""
+    reasons = result.reasons
+    for job in rest:
+        if job.array_pending is not None and _next_task(job, 0) is False:
+            continue  # no task left to start: the full loop records nothing either
+        arr = job.spec.array
+        if arr and arr.throttle and running_tasks.get(job.array_job_id, 0) >= arr.throttle:
+            reasons.setdefault(job.job_id, Reason.JOB_ARRAY_TASK_LIMIT)
+        else:
+            reasons[job.job_id] = Reason.PRIORITY
 
 
 def _gated(job: Job, snap: Snapshot, reg: Registry) -> Reason | None:
@@ -379,14 +443,6 @@ def _needs_unavailable(
         and (not req.nodelist or n.name in req.nodelist)
     ]
     return compress(names)
-
-
-def _nodelist(job: Job) -> tuple[str, ...]:
-    if not job.spec.nodelist:
-        return ()
-    from gateway.compat.hostlist import expand
-
-    return tuple(expand(job.spec.nodelist))
 
 
 def _next_task(job: Job, already: int) -> int | bool | None:

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from gateway.compat.hostlist import expand
 from gateway.model.jobspec import JobSpec, Sharing
 
-__all__ = ["NodeRequest", "constraint_satisfied", "node_request", "task_capacity"]
+__all__ = [
+    "NodeRequest",
+    "constraint_satisfied",
+    "node_request",
+    "on_partitions",
+    "spec_request",
+    "task_capacity",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +82,9 @@ def _gpus_per_node(spec: JobSpec, nodes: int, tasks_per_node: int) -> tuple[int,
 def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
     """The per-node request of a job (the first component of a hetjob)."""
     nodes = max(spec.nodes_min or 1, len(nodelist), 1)
+    if spec.nodes_min is None and spec.ntasks and spec.ntasks_per_node:
+        # `-n 3 --ntasks-per-node=1` without -N: slurmctld needs ceil(3/1) nodes
+        nodes = max(nodes, _ceil_div(spec.ntasks, spec.ntasks_per_node))
     max_nodes = max(spec.nodes_max or nodes, nodes)
     if spec.ntasks is not None:
         tasks = spec.ntasks
@@ -124,6 +135,41 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
         spread=spread,
         cpus_per_task=cpt,
     )
+
+
+# Memos keyed by object identity, holding the object so that its id cannot be reused while
+# the entry lives: a cycle derives the request of every job it tests, every cycle, and a
+# replay runs tens of thousands of cycles over the same job records; specs are immutable.
+_MEMO_SIZE = 1 << 18
+_BY_SPEC: dict[int, tuple[JobSpec, NodeRequest]] = {}
+_BY_PARTS: dict[tuple[int, tuple[str, ...]], tuple[NodeRequest, NodeRequest]] = {}
+
+
+def spec_request(spec: JobSpec) -> NodeRequest:
+    """`node_request` of a spec with its own `-w` list expanded, kept per spec object."""
+    hit = _BY_SPEC.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    nodelist = tuple(expand(spec.nodelist)) if spec.nodelist else ()
+    req = node_request(spec, nodelist)
+    if len(_BY_SPEC) >= _MEMO_SIZE:
+        _BY_SPEC.clear()
+    _BY_SPEC[id(spec)] = (spec, req)
+    return req
+
+
+def on_partitions(req: NodeRequest, partitions: tuple[str, ...]) -> NodeRequest:
+    """`req` limited to `partitions` (one target's, or every target's), kept per request
+    object: the same shape is asked again for every job, target and search."""
+    key = (id(req), partitions)
+    hit = _BY_PARTS.get(key)
+    if hit is not None and hit[0] is req:
+        return hit[1]
+    one = req if req.partitions == partitions else replace(req, partitions=partitions)
+    if len(_BY_PARTS) >= _MEMO_SIZE:
+        _BY_PARTS.clear()
+    _BY_PARTS[key] = (req, one)
+    return one
 
 
 def task_capacity(req: NodeRequest, cpus: int, memory_mb: int, def_mem_per_cpu: int) -> int:

@@ -117,7 +117,6 @@ class LocalBackend:
             proctrack,
         )
         self._node = NodeSettings(
-            node_name=self.node_name,
             cluster=cluster,
             namespace=self.tracker.namespace,
             bin_dir=self.spool / "bin",

@@ -9,6 +9,7 @@ MinJobAge has passed since its end.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -22,13 +23,15 @@ from containers.attempts import (
     record_loss,
     release,
 )
-from containers.spool import JobResult, SupervisorInfo, read_json
+from containers.spool import LOG_ONLY, JobResult, SupervisorInfo, read_json
 from containers.steprecords import read_steps
 from gateway.model.backend import BackendEvent, EventKind
 from gateway.model.job import Step
 from gateway.model.state import JobState, Reason
 
 __all__ = ["RunEvents", "Tracked", "end_event", "unknown_run_event"]
+
+log = logging.getLogger("caldera.local")
 
 
 @dataclass
@@ -187,7 +190,11 @@ class RunEvents:
 
 
 def end_event(job_id: int, run: int, result: JobResult, backend_id: str) -> BackendEvent:
-    """How a run ended (result.json) as the gateway's event: LOST for a recorded loss."""
+    """How a run ended (result.json) as the gateway's event: LOST for a recorded loss. What
+    Slurm would write only to the node's log (why the job's files could not be opened) goes
+    into the gateway's, not into the event (scontrol shows no words for it)."""
+    if LOG_ONLY in result.extra:
+        log.warning("job %s: launch failed: %s", job_id, result.extra[LOG_ONLY])
     if result.state is JobState.NODE_FAIL:
         return BackendEvent(
             job_id=job_id,

@@ -27,9 +27,8 @@ STEP_DIR_VAR = "CALDERA_STEP_DIR"  # where srun records steps (set in every job'
 
 @dataclass(frozen=True, slots=True)
 class NodeSettings:
-    """What the backend knows of this node that goes into every plan."""
+    """What the backend knows of this machine that goes into every plan."""
 
-    node_name: str
     cluster: str
     namespace: str  # the backend's process-tracking namespace (containers.proctrack)
     bin_dir: Path  # put first on the job's PATH (srun's shim)
@@ -50,16 +49,17 @@ def plan_job(launch: Launch, jobdir: Path, node: NodeSettings) -> JobPlan:
             f"job {job.job_id}: cannot run as uid {job.uid} "
             f"(the local backend runs as uid {os.geteuid()})"
         )
-    here = next((p for p in launch.placement if p.node == node.node_name), None)
-    if here is None and launch.placement:
-        here = launch.placement[0]
-    if here is None:
+    if not launch.placement:
         raise BackendError(f"job {job.job_id}: no placement")
+    # the batch script runs on the first node of the allocation (slurmctld's BatchHost),
+    # whichever of this machine's virtual nodes that is
+    here = launch.placement[0]
+    batch_host = here.node
     login = login_environment(job.user)
     env = batch_environment(
         launch,
         launch.environment,
-        node_name=node.node_name,
+        node_name=batch_host,
         node_id=0,
         cluster_name=node.cluster,
         login_env=login,
@@ -81,7 +81,7 @@ def plan_job(launch: Launch, jobdir: Path, node: NodeSettings) -> JobPlan:
         workdir=spec.workdir,
         array_job_id=job.array_job_id,
         array_task_id=job.array_task_id if job.array_task_id is not None else NO_TASK,
-        node_name=node.node_name,
+        node_name=batch_host,
         node_id=0,
         task_id=0,
     )
@@ -117,7 +117,7 @@ def plan_job(launch: Launch, jobdir: Path, node: NodeSettings) -> JobPlan:
     return JobPlan(
         job_id=job.job_id,
         name=spec.name,
-        node=node.node_name,
+        node=batch_host,
         user=job.user,
         uid=job.uid,
         gid=job.gid,

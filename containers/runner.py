@@ -27,11 +27,24 @@ from containers.proctrack import ATTEMPT_VAR, ProcessTracker, end_attempt
 from containers.spool import JobPlan
 from gateway.model.job import wait_status
 
-__all__ = ["BatchRunner", "OpenedIO", "ProcessRunner", "StartError", "Tracking", "open_job_io"]
+__all__ = [
+    "BatchRunner",
+    "IOSetupError",
+    "OpenedIO",
+    "ProcessRunner",
+    "StartError",
+    "Tracking",
+    "open_job_io",
+]
 
 
 class StartError(Exception):
     """The batch script could not be started (files, privileges, image...)."""
+
+
+class IOSetupError(StartError):
+    """The job's stdin/stdout/stderr could not be opened: slurmstepd's failed IO setup, which
+    Slurm records apart from the other start failures (see containers.supervisor)."""
 
 
 class OpenedIO:
@@ -70,10 +83,19 @@ def open_job_io(plan: JobPlan) -> OpenedIO:
     except OSError as exc:
         for fd in opened:
             os.close(fd)
-        raise StartError(f"Could not open {exc.filename}: {exc.strerror}") from exc
+        raise IOSetupError(
+            f"Could not open {_which(plan, exc)} file {exc.filename}: {exc.strerror}"
+        ) from exc
     finally:
         os.umask(old_umask)
     return OpenedIO(stdin, stdout, stderr)
+
+
+def _which(plan: JobPlan, exc: OSError) -> str:
+    """Which of the job's files `exc` is about, in slurmstepd's words."""
+    if exc.filename == plan.stdin:
+        return "stdin"
+    return "stdout" if exc.filename == plan.stdout else "stderr"
 
 
 def _blocking(fd: int) -> int:

@@ -51,6 +51,7 @@ from gateway.model.job import Step
 from gateway.model.state import JobState, Reason
 
 __all__ = [
+    "LOG_ONLY",
     "RECORD_LIMIT",
     "ContainerPlan",
     "JobPlan",
@@ -249,6 +250,9 @@ class SupervisorInfo:
             return cls(int(data["pid"]), float(data["create_time"]), float(data["start_time"]))
         except (TypeError, KeyError, ValueError):
             return None
+
+
+LOG_ONLY = "log"  # JobResult.extra: words for the gateway's log that Slurm shows nowhere else
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,6 +78,21 @@ class _Streams:
             f.close()
 
 
+def resolved(command: str, path: str, cwd: str) -> str:
+    """The program as srun hands it to slurmstepd (its search_path): a name with a slash
+    is taken relative to the working directory (`./prog` -> `/dir/./prog`), a bare name is
+    looked up in PATH; tasks then see that path as argv[0] (`/usr/bin/ls: cannot access`).
+    A name found nowhere stays as it is (execve's error names it so)."""
+    if "/" in command:
+        return command if command.startswith("/") else f"{cwd}/{command}"
+    for entry in path.split(":"):
+        base = entry or cwd
+        candidate = f"{base}/{command}" if base.startswith("/") else f"{cwd}/{base}/{command}"
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return command
+
+
 def _start_tasks(
     step: Step, step_id: int, env: dict[str, str], streams: _Streams
 ) -> tuple[list[_Task], list[threading.Thread]]:
@@ -90,6 +105,8 @@ def _start_tasks(
         )
     except MultiProgError as exc:
         raise SrunError(str(exc)) from exc
+    cwd = os.getcwd()
+    commands = [[resolved(c[0], env.get("PATH", ""), cwd), *c[1:]] if c else c for c in commands]
     cpt = step.cpus_per_task if "cpus-per-task" in opts else None
     width = len(str(ntasks - 1))
     lock = threading.Lock()
@@ -149,8 +166,6 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
     step = plan_step(argv, env)
     for line in step.warnings:
         sys.stderr.write(line + "\n")
-    if step.options.get("cpu-bind") is not None:  # no task/affinity here (as the test cluster)
-        sys.stderr.write("srun: cluster configuration lacks support for cpu binding\n")
     step_dir_text = env.get("CALDERA_STEP_DIR")
     step_id, record = allocate_step(Path(step_dir_text) if step_dir_text else None)
     ntasks = step.ntasks

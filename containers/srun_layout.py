@@ -11,6 +11,7 @@ SLURM_LOCALID.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ _TABLE: tuple[tuple[str, str | None, Arg], ...] = (
     ("account", "A", _R),
     ("chdir", "D", _R),
     ("cpu-bind", None, _R),
+    ("cpu_bind", None, _R),  # srun's old spelling, still in its table
     ("cpus-per-task", "c", _R),
     ("distribution", "m", _R),
     ("error", "e", _R),
@@ -37,12 +39,14 @@ _TABLE: tuple[tuple[str, str | None, Arg], ...] = (
     ("gres", None, _R),
     ("input", "i", _R),
     ("job-name", "J", _R),
+    ("jobid", None, _R),
     ("kill-on-bad-exit", "K", _O),
     ("label", "l", _N),
     ("mem", None, _R),
     ("mem-per-cpu", None, _R),
     ("mpi", None, _R),
     ("multi-prog", None, _N),
+    ("no-kill", "k", _O),
     ("nodelist", "w", _R),
     ("nodes", "N", _R),
     ("ntasks", "n", _R),
@@ -57,7 +61,21 @@ _TABLE: tuple[tuple[str, str | None, Arg], ...] = (
     ("verbose", "v", _N),
     ("wait", "W", _R),
 )
-_SPECS = tuple(CmdSpec(name, short, arg, name) for name, short, arg in _TABLE)
+_ALIASES = {"cpu_bind": "cpu-bind"}
+_SPECS = tuple(CmdSpec(name, short, arg, _ALIASES.get(name, name)) for name, short, arg in _TABLE)
+# slurm_verify_cpu_bind's words in 22.05 (case-insensitive; `boards` and `off` are not)
+_CPU_BIND_WORDS = frozenset(
+    {
+        *("q", "quiet", "v", "verbose", "one_thread", "no", "none", "rank", "rank_ldom"),
+        *("sockets", "socket", "cores", "core", "threads", "thread", "ldoms", "ldom"),
+    }
+)
+# these take a list after them (map_cpu:0,1)
+_CPU_BIND_MAPS: tuple[str, ...] = ("map_cpu", "mapcpu", "mask_cpu", "maskcpu", "map_ldom")
+_CPU_BIND_MAPS += ("mapldom", "mask_ldom", "maskldom")
+# what srun prints for any --cpu-bind when TaskPlugin is task/none (the test cluster's, and
+# the local backend's: it binds nothing)
+NO_CPU_BINDING = "srun: cluster configuration lacks support for cpu binding"
 
 
 class SrunExit(Exception):
@@ -162,17 +180,109 @@ def parse(argv: Sequence[str]) -> tuple[dict[str, str | None], tuple[str, ...]]:
     options = {str(spec.val): value for spec, value in scanned.items}
     if "exclusive" in options and "overlap" in options:
         raise SrunExit(["srun: error: --exclusive and --overlap are mutually exclusive"])
+    _check_values(options)
     if not scanned.operands:
         raise SrunExit(["srun: fatal: No command given to execute."])
     return options, tuple(scanned.operands)
 
 
+def _check_values(options: Mapping[str, str | None]) -> None:
+    """srun's checks of --no-kill, --jobid and --cpu-bind values (as observed on 22.05)."""
+    kill = options.get("no-kill")
+    if "no-kill" in options and kill is not None and kill.lower() not in ("set", "off", "no"):
+        raise SrunExit(["srun: error: Invalid --no-kill specification"], 255)
+    if "jobid" in options:
+        _signed_number(options["jobid"], "jobid")
+    if "cpu-bind" not in options:
+        return
+    # slurm_verify_cpu_bind: a `,` not followed by a digit separates words (map_cpu:0,1)
+    for word in re.split(r",(?!\d)", options["cpu-bind"] or ""):
+        low = word.lower()
+        if low not in _CPU_BIND_WORDS and not low.startswith(_CPU_BIND_MAPS):
+            raise SrunExit(
+                [
+                    NO_CPU_BINDING,
+                    f'srun: error: unrecognized --cpu-bind argument "{word}"',
+                    "srun: fatal: Failed to parse --cpu-bind= values.",
+                ]
+            )
+
+
+def _signed_number(value: str | None, option: str) -> int:
+    """parse_int(..., positive=true): a whole number above 0, or srun exits."""
+    text = value or ""
+    if not re.fullmatch(r"\s*[+-]?\d+", text) or int(text) <= 0:
+        raise SrunExit([f'srun: error: Invalid numeric value "{value}" for --{option}.'])
+    return int(text)
+
+
 def plan_step(argv: Sequence[str], env: Mapping[str, str]) -> Step:
     """The step srun would create for `argv` in the allocation `env` describes (a step
-    without -N takes SLURM_NNODES, as srun reads it from the environment)."""
-    nnodes_env = env.get("SLURM_NNODES")
+    without -N takes SLURM_NNODES, as srun reads it from the environment). A --cpu-bind's
+    line about the missing task plugin comes first, before any warning or refusal."""
     options, command = parse(argv)
+    notes = (NO_CPU_BINDING,) if "cpu-bind" in options else ()
+    try:
+        step = _plan(options, command, env)
+    except SrunExit as exc:
+        raise SrunExit([*notes, *exc.lines], exc.status) from None
+    return Step(
+        step.command,
+        step.nodes,
+        step.tasks_per_node,
+        step.cpus_per_task,
+        step.options,
+        (*notes, *step.warnings),
+    )
+
+
+def _gres_asked(options: Mapping[str, str | None]) -> list[tuple[str, str | None]]:
+    """The (name, type) of each GRES a step's --gres and --gpus ask a count above 0 of."""
+    items: list[tuple[str, str | None]] = []
+    for part in (options.get("gres") or "").split(","):
+        fields = part.removeprefix("gres/").split(":")
+        if fields[0] in ("", "none"):
+            continue
+        count = fields.pop() if len(fields) > 1 and fields[-1].isdigit() else "1"
+        if int(count):
+            items.append((fields[0], fields[1] if len(fields) > 1 else None))
+    gpus = (options.get("gpus") or "0").split(":")
+    if not gpus[-1].isdigit() or int(gpus[-1]):
+        items.append(("gpu", gpus[0] if len(gpus) > 1 else None))
+    return items
+
+
+def _check_gres(options: Mapping[str, str | None], env: Mapping[str, str], refused: str) -> None:
+    """slurmctld's step GRES checks that the batch environment can answer: a job shows its
+    GPUs there (SLURM_JOB_GPUS) and no other GRES, so only GPUs count as the job's."""
+    if options.get("gres") == "":
+        raise SrunExit([refused + "Invalid Trackable RESource (TRES) specification"])
+    asked = _gres_asked(options)
+    if not asked:
+        return
+    invalid = refused + "Invalid generic resource (gres) specification"
+    if not env.get("SLURM_JOB_GPUS"):
+        raise SrunExit(["srun: error: Step requested GRES but job doesn't have GRES", invalid])
+    for name, gtype in asked:
+        if name != "gpu":
+            shown = f"{name}:{gtype or '(null)'}"
+            raise SrunExit(
+                [f"srun: error: Step requested GRES ({shown}) not found in the job", invalid]
+            )
+
+
+def _plan(options: dict[str, str | None], command: tuple[str, ...], env: Mapping[str, str]) -> Step:
+    nnodes_env = env.get("SLURM_NNODES")
     alloc = allocation_from_env(env)
+    if "jobid" in options and str(_signed_number(options["jobid"], "jobid")) != alloc.job_id:
+        job = options["jobid"]
+        raise SrunExit(
+            [
+                f"srun: error: Unable to confirm allocation for job {job}: "
+                "Invalid job id specified",
+                f"srun: Check SLURM_JOB_ID environment variable. Expired or invalid job {job}",
+            ]
+        )
     refused = f"srun: error: Unable to create step for job {alloc.job_id}: "
     warnings: list[str] = []
     cpt = (
@@ -224,6 +334,7 @@ def plan_step(argv: Sequence[str], env: Mapping[str, str]) -> Step:
         layout = alloc.tasks_per_node  # the job's own layout (e.g. Slurm's 1,2(x2))
     else:
         layout = _split(ntasks, len(nodes))
+    _check_gres(options, env, refused)
     cpus = dict(zip(alloc.nodes, alloc.cpus_per_node, strict=True))
     if any(cpus[n] and tasks * cpt > cpus[n] for n, tasks in zip(nodes, layout, strict=True)):
         raise SrunExit([refused + "More processors requested than permitted"])

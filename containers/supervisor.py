@@ -34,20 +34,22 @@ from containers.proc import descendants, set_child_subreaper
 from containers.proctrack import ENDED_FILE, RECORD_FILE, from_record
 from containers.runner import (
     BatchRunner,
+    IOSetupError,
     OpenedIO,
     ProcessRunner,
     StartError,
     Tracking,
     open_job_io,
 )
-from containers.spool import JobPlan, JobResult, read_json, step_to_json, write_json
+from containers.spool import LOG_ONLY, JobPlan, JobResult, read_json, step_to_json, write_json
 from containers.steprecords import BATCH_STEP, CLOSED_STEPS, read_steps, srun_records
 from gateway.model.job import Step, exit_code_pair, wait_status
 from gateway.model.state import JobState, Reason
 
-__all__ = ["SIG_OOM", "Supervisor", "main"]
+__all__ = ["SIG_IO_FAILURE", "SIG_OOM", "Supervisor", "main"]
 
 SIG_OOM = 253  # Slurm's dummy status for out of memory (sacct: 0:125)
+SIG_IO_FAILURE = 53  # the signal slurmstepd reports when the job's files cannot be opened
 _MEMORY_POLL_S = 0.2
 
 
@@ -81,7 +83,9 @@ class Supervisor:
     def _say(self, text: str) -> None:
         if self.io is not None:
             with contextlib.suppress(OSError):
-                os.write(self.io.stderr, f"slurmstepd: error: {text}\n".encode())
+                # slurmstepd names its node (`slurmstepd-node01: error: *** JOB 12 ON ...`)
+                line = f"slurmstepd-{self.plan.node}: error: {text}\n"
+                os.write(self.io.stderr, line.encode())
 
     # --- control -----------------------------------------------------------------------------
 
@@ -193,24 +197,38 @@ class Supervisor:
             self._say(str(exc))
             if self.io is not None:
                 self.io.close()
-            end = time.time()
-            self._write_batch_step(JobState.FAILED, start, end, wait_status(1))
-            self._finish(
-                JobResult(
-                    JobState.FAILED,
-                    wait_status(1),
-                    0,
-                    Reason.JOB_LAUNCH_FAILURE,
-                    start,
-                    end,
-                    message=str(exc),
-                )
-            )
+            self._launch_failed(exc, start)
             return 0
         status = self._loop(runner, start)
         runner.cleanup()
         self._conclude(status, start, runner)
         return 0
+
+    def _launch_failed(self, exc: StartError, start: float) -> None:
+        """FAILED with JobLaunchFailure. Files that cannot be opened end as slurmstepd's failed
+        IO setup does: status SIG_IO_FAILURE for the job and its CANCELLED batch step, the
+        words only in the node's log (here the gateway's: `extra`), none for scontrol. Other
+        failures (an image that cannot be run: Caldera's own) keep exit 1 and their words."""
+        end = time.time()
+        if isinstance(exc, IOSetupError):
+            status = wait_status(signal=SIG_IO_FAILURE)
+            self._write_batch_step(JobState.CANCELLED, start, end, status)
+            result = JobResult(
+                JobState.FAILED,
+                status,
+                0,
+                Reason.JOB_LAUNCH_FAILURE,
+                start,
+                end,
+                extra={LOG_ONLY: str(exc)},
+            )
+        else:
+            status = wait_status(1)
+            self._write_batch_step(JobState.FAILED, start, end, status)
+            result = JobResult(
+                JobState.FAILED, status, 0, Reason.JOB_LAUNCH_FAILURE, start, end, str(exc)
+            )
+        self._finish(result)
 
     def _set_limit(self, limit_s: float | None) -> None:
         """The deadline (and the --signal time before it) for a limit counted from the start;
@@ -281,7 +299,9 @@ class Supervisor:
         if self.cancelled:
             result = JobResult(JobState.CANCELLED, 0, derived, Reason.NONE, start, end)
         elif self.timed_out:
-            result = JobResult(JobState.TIMEOUT, 0, derived, Reason.TIME_LIMIT, start, end)
+            # slurmctld keeps the batch shell's status (0:15 for the SIGTERM) for scontrol; its
+            # accounting record, written at the limit before that status came, keeps 0:0
+            result = JobResult(JobState.TIMEOUT, status, derived, Reason.TIME_LIMIT, start, end)
         elif oom:
             result = JobResult(
                 JobState.OUT_OF_MEMORY,

@@ -21,7 +21,7 @@ from gateway.compat.job_fields import SiteDefaults
 from gateway.model.job import Job
 from gateway.model.jobspec import Sharing
 from gateway.model.state import JobState
-from gateway.model.values import INFINITE
+from gateway.model.values import INFINITE, GresItem
 
 __all__ = ["JobValues", "job_values"]
 
@@ -39,6 +39,13 @@ _SHARED = {
 
 def _fmt_mb(mb: int) -> str:
     return convert_num_unit(mb, UNIT_MEGA)
+
+
+def _count_gres(counts: dict[str, int], item: GresItem, count: int) -> None:
+    """Add `count` to the item's TRES (`gres/gpu`, and `gres/gpu:a100` when typed)."""
+    for key in (f"gres/{item.name}", f"gres/{item.name}:{item.type}" if item.type else ""):
+        if key:
+            counts[key] = counts.get(key, 0) + count
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,8 +161,12 @@ class JobValues:
 
     @property
     def memory(self) -> tuple[int, bool]:
-        """(MB, per_cpu): pn_min_memory with the MEM_PER_CPU flag split off."""
+        """(MB, per_cpu): pn_min_memory with the MEM_PER_CPU flag split off. A started
+        `--mem-per-gpu` job shows 0 per node: slurmctld replaces the default with the GPUs'
+        memory when it allocates."""
         spec, site = self.job.spec, self.site
+        if not self.is_pending and self._mem_per_gpu_only():
+            return 0, False
         if spec.mem_per_node_mb is not None:
             return spec.mem_per_node_mb, False
         if spec.mem_per_cpu_mb is not None:
@@ -174,8 +185,27 @@ class JobValues:
 
     @property
     def total_memory_mb(self) -> int:
+        """The memory TRES: per node x nodes or per CPU x CPUs; `--mem-per-gpu` alone
+        counts per GPU x the job's GPUs, as slurmctld does."""
+        if self._mem_per_gpu_only():
+            return (self.job.spec.mem_per_gpu_mb or 0) * self._gpus()
         mb, per_cpu = self.memory
         return mb * self.num_cpus if per_cpu else mb * self.num_nodes
+
+    def _mem_per_gpu_only(self) -> bool:
+        spec = self.job.spec
+        only_gpu = spec.mem_per_node_mb is None and spec.mem_per_cpu_mb is None
+        return spec.mem_per_gpu_mb is not None and only_gpu and self._gpus() > 0
+
+    def _gpus(self) -> int:
+        """The job's GPUs (per node x nodes, per job, per task x tasks)."""
+        spec = self.job.spec
+        per_node = [*spec.gpus_per_node, *(g for g in spec.gres if g.name == "gpu")]
+        return (
+            sum(g.count for g in per_node) * self.num_nodes
+            + sum(g.count for g in spec.gpus)
+            + sum(g.count for g in spec.gpus_per_task) * self.num_tasks
+        )
 
     def _gres_tres(self) -> list[str]:
         spec = self.job.spec
@@ -183,15 +213,28 @@ class JobValues:
         per_node = [*spec.gpus_per_node, *spec.gres]
         counts: dict[str, int] = {}
         for item in per_node:
-            for key in (f"gres/{item.name}", f"gres/{item.name}:{item.type}" if item.type else ""):
-                if key:
-                    counts[key] = counts.get(key, 0) + item.count * self.num_nodes
+            _count_gres(counts, item, item.count * self.num_nodes)
         for item in spec.gpus:
-            for key in (f"gres/{item.name}", f"gres/{item.name}:{item.type}" if item.type else ""):
-                if key:
-                    counts[key] = counts.get(key, 0) + item.count
+            _count_gres(counts, item, item.count)
+        for item in spec.gpus_per_task:
+            _count_gres(counts, item, item.count * self.num_tasks)
         out.extend(f"{k}={v}" for k, v in counts.items())
         return out
+
+    def step_tres(self, cpus: int, nodes: int) -> str:
+        """A step's TRES as slurmctld accounts it (the batch step: the batch host's share),
+        for backends that record none: its CPUs, its nodes' share of the job's memory, the
+        job's per-node GRES on its nodes."""
+        mb, per_cpu = self.memory
+        if per_cpu and not self._mem_per_gpu_only():
+            mem = mb * cpus
+        else:
+            mem = self.total_memory_mb * nodes // max(self.num_nodes, 1)
+        counts: dict[str, int] = {}
+        for item in (*self.job.spec.gpus_per_node, *self.job.spec.gres):
+            _count_gres(counts, item, item.count * nodes)
+        gres = [f"{k}={v}" for k, v in counts.items()]
+        return ",".join([f"cpu={cpus}", f"mem={_fmt_mb(mem)}", f"node={nodes}", *gres])
 
     @property
     def tres_req(self) -> str:

@@ -18,7 +18,7 @@ from gateway.model.job import Job, Step, exit_code_pair
 from gateway.model.state import JobState
 from gateway.model.values import INFINITE, NO_VAL
 
-__all__ = ["SACCT_FIELDS", "Kind", "Rec", "SacctField", "Value"]
+__all__ = ["SACCT_FIELDS", "Kind", "Rec", "SacctField", "Value", "accounted_exit_code"]
 
 
 class Kind(Enum):
@@ -119,6 +119,12 @@ def _elapsed(r: Rec) -> int:
     return max(int(end) - int(start), 0)
 
 
+def accounted_exit_code(job: Job) -> int:
+    """The job's exit code as slurmdbd holds it: a job slurmctld ended at its time limit was
+    recorded then, before its batch shell's status (scontrol's ExitCode, 0:15) came: 0:0."""
+    return 0 if job.state is JobState.TIMEOUT else job.exit_code
+
+
 def _exit(status: int) -> str:
     code, sig = exit_code_pair(status)
     if code >= 128:
@@ -157,7 +163,10 @@ def _job_id_raw(r: Rec) -> str:
 
 def _alloc_tres(r: Rec) -> str | None:
     if r.step is not None:
-        return _tres_display(r.step.extra.get("tres_alloc"))
+        recorded = r.step.extra.get("tres_alloc")
+        if recorded is None and r.step.cpus and r.step.nodes:
+            recorded = r.values.step_tres(r.step.cpus, len(r.step.nodes))
+        return _tres_display(recorded)
     return _tres_display(r.values.tres_alloc)
 
 
@@ -263,7 +272,8 @@ SACCT_FIELDS: tuple[SacctField, ...] = (
       lambda r: r.step.start_time if r.step is not None else r.job.eligible_time),
     _F("End", 19, _D,
       lambda r: r.step.end_time or r.job.end_time if r.step is not None else r.job.end_time),
-    _F("ExitCode", 8, _S, lambda r: _exit(r.step.exit_code if r.step else r.job.exit_code)),
+    _F("ExitCode", 8, _S,
+      lambda r: _exit(r.step.exit_code if r.step else accounted_exit_code(r.job))),
     _F("Flags", 19, _S, _job_only(lambda r: ",".join(r.values.extras.acct_flags) or None)),
     _F("GID", 6, _U, _job_only(lambda r: r.job.gid)),
     _F("Group", 9, _S, _job_only(lambda r: r.job.group)),

@@ -22,6 +22,7 @@ from gateway.compat.fmt_common import (
 from gateway.compat.job_fields import SiteDefaults
 from gateway.compat.job_fmt_values import JobValues, job_values
 from gateway.compat.sacct_fmt import run_steps
+from gateway.compat.sacct_fmt_fields import accounted_exit_code
 from gateway.compat.squeue_fmt_json import slurm_meta
 from gateway.model.job import Job, Step
 from gateway.model.state import JobState
@@ -216,7 +217,7 @@ def _job(
             "total": {"seconds": 0, "microseconds": 0},
             "user": {"seconds": 0, "microseconds": 0},
         },
-        "exit_code": _exit(job.exit_code, faithful),
+        "exit_code": _exit(accounted_exit_code(job), faithful),
         "flags": _flags(v),
         "group": job.group,
         "het": {

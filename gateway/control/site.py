@@ -483,6 +483,8 @@ def from_slurm_conf(
         "licenses": conf.licenses,
         "enforce_part_limits": conf.enforce_part_limits,
     }
+    if conf.max_array_size is not None and "max_array_size" not in values:
+        out["max_array_size"] = conf.max_array_size
     if conf.def_mem_per_cpu_mb and "def_mem_per_cpu_mb" not in values:
         out["def_mem_per_cpu_mb"] = conf.def_mem_per_cpu_mb
     for key, value in conf.preempt:  # PreemptType/Mode/ExemptTime, unless caldera.toml sets them

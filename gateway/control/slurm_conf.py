@@ -1,6 +1,6 @@
 """Read the parts of a slurm.conf that describe a site to its users: nodes, partitions
 (with PriorityTier, PreemptMode, GraceTime), licences, GresTypes, DefMemPerCPU,
-EnforcePartLimits, and PreemptType/PreemptMode/PreemptExemptTime.
+EnforcePartLimits, MaxArraySize, and PreemptType/PreemptMode/PreemptExemptTime.
 
 Pure: text in, a `SlurmConf` out, so that the local site can be declared by the very file a
 real cluster uses (`[local] slurm_conf = "/etc/slurm/slurm.conf"` in caldera.toml). Keys are
@@ -85,6 +85,7 @@ class SlurmConf:
     gres_types: tuple[str, ...] = ()
     def_mem_per_cpu_mb: int = 0
     enforce_part_limits: str = "NO"
+    max_array_size: int | None = None  # MaxArraySize; None: not set (Slurm's 1001)
     # PreemptType, PreemptMode, PreemptExemptTime as caldera.toml's preempt_* keys
     preempt: tuple[tuple[str, str], ...] = ()
 
@@ -407,6 +408,12 @@ def _site(top: dict[str, tuple[str, str]]) -> dict[str, Any]:
     if "defmempercpu" in top:
         text, where = top["defmempercpu"]
         out["def_mem_per_cpu_mb"] = _int("DefMemPerCPU", text, where)
+    if "maxarraysize" in top:
+        text, where = top["maxarraysize"]
+        value = _int("MaxArraySize", text, where)
+        if value > _MAX_ARRAY_SIZE:  # slurmctld refuses to start beyond it
+            raise SlurmConfError(f"{where}: MaxArraySize={text} is above {_MAX_ARRAY_SIZE}")
+        out["max_array_size"] = value
     if "enforcepartlimits" in top:
         text, where = top["enforcepartlimits"]
         if text.upper() not in _ENFORCE:
@@ -424,6 +431,8 @@ def _site(top: dict[str, tuple[str, str]]) -> dict[str, Any]:
     out["preempt"] = tuple(preempt)
     return out
 
+
+_MAX_ARRAY_SIZE = 4_000_001
 
 _PREEMPT = (
     ("preempttype", "preempt_type"),

@@ -89,7 +89,7 @@ def test_time_limit_sends_sigterm_then_sigkill_after_kill_wait(local_env: Env) -
     event = finish(backend, launch)
     assert event.state is JobState.TIMEOUT
     assert event.reason is Reason.TIME_LIMIT
-    assert event.exit_code == 0
+    assert exit_code_pair(event.exit_code) == (0, 9)  # the batch shell's, as scontrol shows
     output = out_of(local_env, launch.job.job_id)
     assert "got TERM" in output
     assert f"*** JOB {launch.job.job_id} ON {NODE} CANCELLED AT" in output
@@ -288,6 +288,11 @@ def test_a_user_cannot_write_output_where_only_another_user_may(local_env: Env) 
     event = finish(backend, launch)
     assert event.state is JobState.FAILED
     assert event.reason is Reason.JOB_LAUNCH_FAILURE
+    # slurmstepd's failed IO setup: signal 53, a CANCELLED batch step, no words for scontrol
+    assert exit_code_pair(event.exit_code) == (0, 53)
+    assert event.message is None
+    batch = backend.steps(launch.job.job_id)[0]
+    assert (batch.state, exit_code_pair(batch.exit_code)) == (JobState.CANCELLED, (0, 53))
     assert not (private / "x.out").exists()
 
 

@@ -122,9 +122,8 @@ class KubernetesBackend(GangController):
         self._polls = 0
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._pool = ThreadPoolExecutor(
-            max_workers=max(self.opts.workers, 1), thread_name_prefix="k8s"
-        )
+        self._pool = ThreadPoolExecutor(max(self.opts.workers, 1), thread_name_prefix="k8s")
+        self._ticker = ThreadPoolExecutor(max(self.opts.workers, 1), thread_name_prefix="k8s-tick")
         self.binder = GangBinder(self.client, self.namespace, cluster, self.opts)
         self.objects = GangObjects(
             self.client, self.namespace, cluster, self._pool, self.opts.kill_wait_s
@@ -189,6 +188,7 @@ class KubernetesBackend(GangController):
             self._thread.join(10)
         self.binder.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._ticker.shutdown(wait=False, cancel_futures=True)
         self.client.api.close()  # type: ignore[no-untyped-call]
 
     def mode(self) -> GangMode:

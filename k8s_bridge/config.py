@@ -39,6 +39,8 @@ __all__ = [
 
 _CONNECTION = ("name", "kubeconfig", "context", "server", "token_file", "ca_file", "volcano")
 _OPTION_FIELDS = {f.name: f for f in fields(K8sOptions)}
+# a pod's dnsPolicy values ("None" needs a dnsConfig, which the configuration does not give)
+DNS_POLICIES = ("ClusterFirst", "ClusterFirstWithHostNet", "Default")
 _DEFAULTS = K8sOptions()
 
 
@@ -80,6 +82,10 @@ def _option(where: str, key: str, value: object) -> object:
         ):
             raise KubeConfigError(f"{where}: {key} must be a table of strings")
         return dict(value)
+    if key == "dns_policy":
+        if value not in DNS_POLICIES:
+            raise KubeConfigError(f"{where}: dns_policy must be one of {', '.join(DNS_POLICIES)}")
+        return value
     if key == "worker_command":
         if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
             raise KubeConfigError(f"{where}: worker_command must be a list of strings")

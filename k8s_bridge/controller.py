@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gateway.model.backend import BackendEvent
@@ -53,6 +54,7 @@ class GangController:
     nodes: Informer[NodeInfo]
     usage: Informer[PodUsage]
     ticks: int
+    _ticker: ThreadPoolExecutor  # ticks gangs in parallel (not the pool objects.py uses)
     _lock: threading.RLock
     _tick_lock: threading.Lock
     _gangs: dict[tuple[int, int], Gang]
@@ -124,16 +126,24 @@ class GangController:
         mono = time.monotonic()
         with self._lock:
             gangs = sorted(self._gangs.values(), key=lambda g: (g.submitted, g.names.job_id))
-        waiting: list[Gang] = []
-        for gang in gangs:
+
+        def one(gang: Gang) -> bool:
+            """Tick one gang; whether it waits to be placed or bound."""
+            waits: list[Gang] = []
             try:
-                pods = index.get(gang.key, [])
-                self._tick_gang(gang, pods, synced, now, mono, waiting, up)
+                self._tick_gang(gang, index.get(gang.key, []), synced, now, mono, waits, up)
             except KubeError as exc:
                 gang.last_error = str(exc)
                 gang.next_try = mono + gang.backoff
                 gang.backoff = min(gang.backoff * 2, 5.0)
                 log.info("job %s: %s", gang.names.job_id, exc)
+            return bool(waits)
+
+        # Gangs are independent, and a tick is mostly round trips (create, save a verdict,
+        # delete): in parallel, a flood of ending jobs is cleaned up at the API server's
+        # pace, not one request at a time. Waiting gangs keep their order.
+        flags = list(self._ticker.map(one, gangs))
+        waiting = [g for g, waits in zip(gangs, flags, strict=True) if waits]
         if waiting and self._mode is GangMode.CALDERA:
             self._bind_waiting(waiting)
 
@@ -205,10 +215,16 @@ class GangController:
                 gang.cleanup_done = True
 
     def _ready_nodes(self) -> frozenset[str] | None:
-        """The nodes that are Ready (None until the node watch is synced)."""
+        """The nodes not lost: Ready, or NotReady for less than `node_lost_after_s` (None
+        until the node watch is synced). A NotReady node with no transition time is lost."""
         if not self.nodes.synced:
             return None
-        return frozenset(name for name, node in self.nodes.items().items() if node.ready)
+        horizon = time.time() - self.opts.node_lost_after_s
+        return frozenset(
+            name
+            for name, node in self.nodes.items().items()
+            if node.ready or (node.not_ready_since is not None and node.not_ready_since > horizon)
+        )
 
     def _bind_waiting(self, gangs: list[Gang]) -> None:
         """Place the gangs that have no nodes yet (in order) and bind every unbound rank."""

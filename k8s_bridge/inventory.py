@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
@@ -89,6 +90,8 @@ class NodeInfo:
     taints: tuple[tuple[str, str | None, str], ...]  # (key, value, effect)
     ready: bool
     unschedulable: bool
+    # when its Ready condition last turned from True (epoch seconds; None: Ready, or unknown)
+    not_ready_since: float | None = None
 
 
 def parse_node(obj: Obj) -> NodeInfo:
@@ -102,10 +105,9 @@ def parse_node(obj: Obj) -> NodeInfo:
             alloc[str(key)] = quantity_int(str(key), value)
         except ValueError:
             continue
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
+    conds: list[Obj] = status.get("conditions") or []
+    cond: Obj = next((c for c in conds if c.get("type") == "Ready"), {})
+    ready = cond.get("status") == "True"
     taints = tuple(
         (str(t.get("key", "")), t.get("value"), str(t.get("effect", "")))
         for t in spec.get("taints") or []
@@ -117,7 +119,18 @@ def parse_node(obj: Obj) -> NodeInfo:
         taints=taints,
         ready=ready,
         unschedulable=bool(spec.get("unschedulable")),
+        not_ready_since=None if ready else _epoch(cond.get("lastTransitionTime")),
     )
+
+
+def _epoch(stamp: object) -> float | None:
+    """An API server timestamp (`2026-11-26T04:00:00Z`) in epoch seconds; None if absent."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _container_requests(container: Obj) -> dict[str, int]:

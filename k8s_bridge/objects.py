@@ -163,7 +163,8 @@ class GangObjects:
                 # Volcano's controller made this one (`<job>-<uid>`, our labels copied); the
                 # garbage collector only sees it once it has discovered the CRD (up to 30 s)
                 self._delete_found(PODGROUPS, sel)
-            self.client.delete(SERVICES, self.namespace, names.service)
+            if gang.manifests.service is not None:
+                self.client.delete(SERVICES, self.namespace, names.service)
             self.client.delete_collection(CONFIGMAPS, self.namespace, sel)
         except KubeError:
             if not quiet:

@@ -98,6 +98,9 @@ class K8sOptions:
     shm_fraction: float = 0.5  # /dev/shm size as a fraction of the pod's memory
     def_mem_per_cpu_mb: int = 0  # as the gateway's DefMemPerCPU (0: no memory request)
     kill_wait_s: int = 30  # terminationGracePeriodSeconds (Slurm's KillWait)
+    # a node NotReady this long has its jobs' pods counted lost (NODE_FAIL, or requeued):
+    # a brief NotReady (heartbeats late on a loaded control plane) must not end jobs
+    node_lost_after_s: int = 60
     worker_command: tuple[str, ...] = (
         "/bin/sh",
         "-c",
@@ -109,6 +112,9 @@ class K8sOptions:
     pod_annotations: Mapping[str, str] = field(default_factory=_frozen)
     pod_labels: Mapping[str, str] = field(default_factory=_frozen)
     service_account: str | None = None
+    # pods' dnsPolicy; "" picks it per job (render.dns_policy): the node's resolver for one
+    # rank, cluster DNS for the rank names of a gang
+    dns_policy: str = ""
     # partitions: every usable node is in `default_partition`; nodes labelled
     # <partition_label>=<name> are also in partition <name>
     default_partition: str = "k8s"

@@ -78,14 +78,16 @@ class GangManifests:
     ranks: int
     root: Manifest
     env: Manifest
-    service: Manifest
+    service: Manifest | None  # None for one rank: no other rank to look up by name
     podgroup: Manifest | None
     pods: tuple[Manifest, ...]
     volcano_job: Manifest | None
 
     def children(self) -> list[Manifest]:
         """Everything but the root, in the order they must exist (pods last)."""
-        out = [self.env, self.service]
+        out = [self.env]
+        if self.service is not None:
+            out.append(self.service)
         if self.podgroup is not None:
             out.append(self.podgroup)
         if self.volcano_job is not None:
@@ -119,7 +121,7 @@ class GangManifests:
         return replace(
             self,
             env=own(self.env) or self.env,
-            service=own(self.service) or self.service,
+            service=own(self.service),
             podgroup=own(self.podgroup),
             volcano_job=own(self.volcano_job),
             pods=tuple(own(p) or p for p in self.pods),
@@ -237,7 +239,6 @@ def _pod_spec(
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     pod: Manifest = {
         "hostname": names.pod(rank),
-        "subdomain": names.service,
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": opts.kill_wait_s,
         "enableServiceLinks": False,
@@ -260,6 +261,9 @@ def _pod_spec(
             *host_volumes,
         ],
     }
+    if len(shares) > 1:
+        pod["subdomain"] = names.service  # rank r is <pod>.<service> for the other ranks
+    pod["dnsPolicy"] = dns_policy(len(shares), opts)
     if mode is not GangMode.VOLCANO_JOB:
         pod["schedulerName"] = _scheduler(mode, opts)
     deadline_s = req.deadline_s(opts.time_scale)
@@ -288,6 +292,15 @@ def _pod_spec(
     if opts.tolerations:
         pod["tolerations"] = [t.manifest() for t in opts.tolerations]
     return pod
+
+
+def dns_policy(ranks: int, opts: K8sOptions) -> str:
+    """The pods' dnsPolicy: the site's choice, else the node's resolver ("Default") for a
+    one-rank job, which looks up no rank name, so no lookup of its loads cluster DNS;
+    "ClusterFirst" for a gang, whose ranks find each other through the headless Service."""
+    if opts.dns_policy:
+        return opts.dns_policy
+    return "Default" if ranks == 1 else "ClusterFirst"
 
 
 def _pod_annotations(
@@ -345,16 +358,18 @@ def render_gang(req: GangRequest, opts: K8sOptions, mode: GangMode) -> GangManif
         "metadata": _meta(req, names, names.env, "env", opts, env_ann),
         "data": env_data,
     }
-    service: Manifest = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": _meta(req, names, names.service, "service", opts),
-        "spec": {
-            "clusterIP": "None",
-            "publishNotReadyAddresses": True,
-            "selector": job_selector(req, opts),
-        },
-    }
+    service: Manifest | None = None
+    if ranks > 1:  # a Service (and the Endpoints and EndpointSlice it brings) per gang
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": _meta(req, names, names.service, "service", opts),
+            "spec": {
+                "clusterIP": "None",
+                "publishNotReadyAddresses": True,
+                "selector": job_selector(req, opts),
+            },
+        }
     files = job_files(req, names, opts)
     pod_specs = [_pod_spec(req, names, shares, rank, mode, opts, files) for rank in range(ranks)]
 

@@ -88,7 +88,10 @@ def gang_launch(req: GangRequest, names: GangNames, shares: Sequence[RankShare])
 
 
 def hostfile(names: GangNames, shares: Sequence[RankShare]) -> str:
-    """An mpirun hostfile: one line per rank, `host slots=<tasks>` (Open MPI and MPICH)."""
+    """An mpirun hostfile: one line per rank, `host slots=<tasks>` (Open MPI and MPICH).
+    One rank has no Service: its own host name (in the pod's /etc/hosts) is the host."""
+    if len(shares) == 1:
+        return f"{names.pod(0)} slots={shares[0].tasks}\n"
     return "".join(f"{names.host(rank)} slots={s.tasks}\n" for rank, s in enumerate(shares))
 
 
@@ -116,7 +119,6 @@ def job_environment(
     env.update(
         {
             "CALDERA_HOSTFILE": HOSTFILE_PATH,
-            "CALDERA_SERVICE": f"{names.service}.{namespace}.svc",
             "CALDERA_RANKS": str(len(shares)),
             # mpirun finds the gang without arguments (Open MPI 4 and 5, MPICH/Intel Hydra)
             "OMPI_MCA_orte_default_hostfile": HOSTFILE_PATH,
@@ -124,6 +126,8 @@ def job_environment(
             "HYDRA_HOST_FILE": HOSTFILE_PATH,
         }
     )
+    if len(shares) > 1:  # one rank has no Service
+        env["CALDERA_SERVICE"] = f"{names.service}.{namespace}.svc"
     return env
 
 

@@ -210,17 +210,19 @@ ADMIN_KC=$BASE/kubeconfig/admin.kubeconfig
 port_free_or_ours "$SCHED_PORT" kube-scheduler
 # No --authentication/authorization-kubeconfig: they only guard the components' own
 # metrics endpoints and make them poll a configmap that a token-only API server never writes.
-# KUBE_SCHEDULER_ARGS: extra flags (benchmarks give it the client rate Caldera gets:
-# --kube-api-qps/--kube-api-burst)
+# KUBE_SCHEDULER_ARGS, KUBE_CONTROLLER_MANAGER_ARGS: extra flags (benchmarks give them the
+# client rate Caldera gets: --kube-api-qps/--kube-api-burst)
 # shellcheck disable=SC2086
 start_daemon kube-scheduler --kubeconfig="$ADMIN_KC" \
   --bind-address=127.0.0.1 --secure-port="$SCHED_PORT" --leader-elect=false ${KUBE_SCHEDULER_ARGS:-}
 port_free_or_ours "$KCM_PORT" kube-controller-manager
+# shellcheck disable=SC2086
 start_daemon kube-controller-manager --kubeconfig="$ADMIN_KC" \
   --bind-address=127.0.0.1 --secure-port="$KCM_PORT" --leader-elect=false \
   --service-account-private-key-file="$BASE/pki/sa.key" --root-ca-file="$CA" \
   --use-service-account-credentials=false \
-  '--controllers=*,-service-lb-controller,-cloud-node-lifecycle-controller,-node-route-controller'
+  '--controllers=*,-service-lb-controller,-cloud-node-lifecycle-controller,-node-route-controller' \
+  ${KUBE_CONTROLLER_MANAGER_ARGS:-}
 # Only nodes annotated kwok.x-k8s.io/node=fake (manifests/node.yaml.tmpl): real kubelet nodes
 # (testenv/kubelet) in the same cluster must not be taken over.
 start_daemon kwok --kubeconfig="$ADMIN_KC" --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \

@@ -84,6 +84,7 @@ def gw(kubelet_env: KubeletEnv, ns: str, base: Path) -> Iterator[Gateway]:
         f'default_image = "{kubelet_env.job_image}"\n'
         "allow_host_mounts = true\n"
         "kill_wait_s = 2\n"
+        "node_lost_after_s = 5\n"
         "[[kubernetes.cluster.filesystem]]\n"
         f'prefix = "{base / "users"}"\n'
     )

@@ -168,3 +168,33 @@ def test_node_affinity_operators() -> None:
     assert not node_matches(term, {"nvidia.com/gpu.memory": "40000"})
     assert node_matches({"nodeSelector": {"zone": "z1"}}, labels)
     assert not node_matches({"nodeSelector": {"zone": "z2"}}, labels)
+
+
+def test_a_node_not_ready_since_the_api_servers_time_is_parsed() -> None:
+    from k8s_bridge.inventory import parse_node
+
+    ready = parse_node(
+        {
+            "metadata": {"name": "n1"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }
+    )
+    assert (ready.ready, ready.not_ready_since) == (True, None)
+    down = parse_node(
+        {
+            "metadata": {"name": "n2"},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "Unknown",
+                        "lastTransitionTime": "2026-11-26T04:00:00Z",
+                    }
+                ]
+            },
+        }
+    )
+    assert down.ready is False
+    assert down.not_ready_since == 1795665600.0
+    unstamped = parse_node({"metadata": {"name": "n3"}, "status": {}})
+    assert (unstamped.ready, unstamped.not_ready_since) == (False, None)

@@ -26,6 +26,7 @@ volcano = "auto"
 namespace = "hpc"
 mode = "volcano-job"
 max_pending_pods = 32
+dns_policy = "ClusterFirst"
 qps = 20
 gpu_share = true
 pod_labels = { team = "cfd" }
@@ -54,6 +55,7 @@ effect = "NoSchedule"
         True,
     )
     assert (o.def_mem_per_cpu_mb, o.kill_wait_s) == (2048, 10)  # the gateway's, by default
+    assert o.dns_policy == "ClusterFirst"
     assert dict(o.pod_labels) == {"team": "cfd"}
     assert o.worker_command == ("/bin/sleep", "infinity")
     assert o.tolerations == (Toleration("dedicated", "Equal", "hpc", "NoSchedule"),)
@@ -67,6 +69,7 @@ effect = "NoSchedule"
         ('name = "a"\nmode = "slurm"', "mode must be one of caldera, volcano, volcano-job"),
         ('name = "a"\nmax_pending_pods = -1', "max_pending_pods must be a whole number >= 0"),
         ('name = "a"\nqps = "fast"', "qps must be a number > 0"),
+        ('name = "a"\ndns_policy = "Host"', "dns_policy must be one of ClusterFirst, "),
         ('name = "a"\nvolcano = "yes"', 'volcano must be "auto", true or false'),
         ('name = "a"\nserver = "https://k:6443"', "server needs token_file"),
         ('name = "a"\nrun_as_user = 1', "run_as_user must be true or false"),

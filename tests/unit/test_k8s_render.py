@@ -378,3 +378,42 @@ def test_ranks_the_gateway_put_on_nodes_of_their_own_stay_apart_where_another_sc
                 (term,) = anti["requiredDuringSchedulingIgnoredDuringExecution"]
                 assert term["topologyKey"] == "kubernetes.io/hostname"
                 assert term["labelSelector"]["matchLabels"]["caldera.io/job-id"] == "4242"
+
+
+@pytest.mark.parametrize("mode", [GangMode.CALDERA, GangMode.VOLCANO, GangMode.VOLCANO_JOB])
+def test_a_gang_finds_its_ranks_through_its_headless_service(mode: GangMode) -> None:
+    gang = render_gang(request(spec(nodes_min=3)), K8sOptions(namespace="hpc"), mode)
+    assert gang.service is not None
+    assert gang.service in gang.children()
+    service = gang.service["metadata"]["name"]
+    specs = [p["spec"] for p in gang.pods] or [
+        t["template"]["spec"] for t in (gang.volcano_job or {})["spec"]["tasks"]
+    ]
+    assert len(specs) == 3
+    hosts = [line.split()[0] for line in gang.root["data"]["hostfile"].splitlines()]
+    assert hosts == [f"{s['hostname']}.{service}" for s in specs]
+    for pod_spec in specs:
+        assert pod_spec["subdomain"] == service
+        assert pod_spec["dnsPolicy"] == "ClusterFirst"  # the Service's names are cluster DNS
+
+
+@pytest.mark.parametrize("mode", [GangMode.CALDERA, GangMode.VOLCANO, GangMode.KUBE_SCHEDULER])
+def test_one_rank_creates_no_service_and_leaves_cluster_dns_alone(mode: GangMode) -> None:
+    gang = render_gang(request(spec(ntasks=1)), K8sOptions(namespace="hpc"), mode)
+    assert gang.service is None
+    kinds = [o["kind"] for o in gang.owned_by(ROOT_UID).objects()]
+    assert "Service" not in kinds
+    assert kinds.count("Pod") == 1
+    (pod,) = gang.pods
+    assert "subdomain" not in pod["spec"]
+    assert pod["spec"]["dnsPolicy"] == "Default"  # the node's resolver: no rank to look up
+    (line,) = gang.root["data"]["hostfile"].splitlines()
+    assert line.split()[0] == pod["spec"]["hostname"]  # in the pod's own /etc/hosts
+    assert "CALDERA_SERVICE" not in gang.env["data"]
+
+
+def test_the_site_can_pin_the_dns_policy() -> None:
+    opts = K8sOptions(namespace="hpc", dns_policy="ClusterFirst")
+    one = render_gang(request(spec(ntasks=1)), opts, GangMode.CALDERA)
+    two = render_gang(request(spec(nodes_min=2)), opts, GangMode.CALDERA)
+    assert {p["spec"]["dnsPolicy"] for p in (*one.pods, *two.pods)} == {"ClusterFirst"}

@@ -35,6 +35,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from containers.proc import reap_exited  # noqa: E402
 from gateway.cli.fastclient import FastClient  # noqa: E402
 
 CALDERA = [sys.executable, "-m", "gateway.cli.main"]
@@ -77,7 +78,7 @@ def caldera(home: Path, toml: str) -> Iterator[tuple[dict[str, str], list[str], 
     finally:
         down = subprocess.Popen([*CALDERA, "down"], env=env, stdout=subprocess.DEVNULL)
         while down.poll() is None:  # reaping: `down` waits for the adopted gateway to go
-            _reap()
+            reap_exited()
             time.sleep(0.05)
 
 
@@ -112,7 +113,7 @@ def run_caldera(n: int, workdir: Path, cycle_s: float | None = None) -> dict[str
         # as for Slurm: until squeue lists none of them, asked every 0.25 s (each question
         # costs the gateway ~8 ms of the CPU the jobs need, with 1,000 jobs visible)
         while listed(client, ids):
-            _reap()  # supervisors adopted by this process (run_runner made it a subreaper)
+            reap_exited()  # supervisors adopted by this process (run_runner made it a subreaper)
             time.sleep(0.25)
         elapsed = time.monotonic() - t0
         states: dict[str, str] = {}
@@ -150,7 +151,7 @@ def run_latency(k: int, workdir: Path) -> list[float]:
                 text=True,
             ).stdout.strip()
             while listed(client, [job_id]):
-                _reap()
+                reap_exited()
                 time.sleep(0.01)
             took.append(time.monotonic() - t0)
     return took
@@ -207,14 +208,14 @@ def run_runner(n: int, workdir: Path, slots: int = 8) -> dict[str, float]:
                 if event.kind in (EventKind.FINISHED, EventKind.LOST):
                     finished += 1
                     states[event.job_id] = event.state.long if event.state else "?"
-            _reap()
+            reap_exited()
             time.sleep(0.01)
         elapsed = time.monotonic() - t0
     finally:
         server = backend.fork_server_pid()
         backend.close()
     while server is not None and psutil.pid_exists(server):
-        _reap()
+        reap_exited()
         time.sleep(0.05)
     bad = {k: v for k, v in states.items() if v != "COMPLETED"}
     assert not bad, f"not COMPLETED: {sorted(bad.items())[:5]}"
@@ -230,16 +231,6 @@ def run_runner(n: int, workdir: Path, slots: int = 8) -> dict[str, float]:
 def _cpu(who: int) -> float:
     usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
-
-
-def _reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def run_slurm(n: int, workdir: Path) -> dict[str, float]:

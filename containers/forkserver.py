@@ -46,6 +46,7 @@ import threading
 import time
 from pathlib import Path
 
+from containers.proc import bind_private, reap_exited
 from containers.spool import read_json, write_json
 
 __all__ = ["IDLE_EXIT_S", "ForkServerClient", "build_id", "main", "pythonpath"]
@@ -228,18 +229,8 @@ class ForkServer:
             st = os.fstat(dir_fd)
             if st.st_uid != os.geteuid() or st.st_mode & 0o077:
                 raise SystemExit(f"forkserver: {self.dir} must be a 0700 directory of this uid")
-            tmp = f".sock.{os.getpid()}"
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            old = os.umask(0o177)
-            try:
-                self.listener.bind(f"/proc/self/fd/{dir_fd}/{tmp}")
-            finally:
-                os.umask(old)
-            os.chmod(tmp, 0o600, dir_fd=dir_fd)
-            self.listener.listen(128)
-            # a running server's socket is replaced only by a bound one
-            os.replace(tmp, "sock", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            # a running server's socket is replaced only by a listening one
+            bind_private(self.listener, dir_fd, lambda: self.listener.listen(128))
         finally:
             os.close(dir_fd)
 
@@ -254,7 +245,7 @@ class ForkServer:
         last = time.monotonic()
         while not self.stopping:
             if not sel.select(timeout=5.0):
-                _reap_intermediates()
+                reap_exited()  # the intermediates, once each forked its supervisor
                 if time.monotonic() - last > IDLE_EXIT_S or not self._still_ours():
                     break
                 continue
@@ -263,7 +254,7 @@ class ForkServer:
                 last = time.monotonic()
                 with conn:
                     self._handle(conn)
-            _reap_intermediates()
+            reap_exited()  # the intermediates, once each forked its supervisor
         self._unlink_socket()
 
     def _stop(self, signum: int, frame: object) -> None:
@@ -323,17 +314,6 @@ class ForkServer:
         if pid == 0:  # the intermediate child: never returns
             _intermediate(path, conn.fileno())
         return None
-
-
-def _reap_intermediates() -> None:
-    """The intermediates that exited (each once its supervisor was forked)."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def _answer(conn: socket.socket, answer: dict[str, object]) -> None:

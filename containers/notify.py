@@ -23,6 +23,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from containers.proc import bind_private
+
 __all__ = ["ChangeListener", "announce_change", "notify_dir"]
 
 _ADDRESS_LIMIT = 100  # longer socket paths go through a descriptor of their directory
@@ -71,15 +73,7 @@ class ChangeListener:
                 raise PermissionError(f"{self.dir} is not a directory of uid {os.geteuid()}")
             if st.st_mode & 0o077:
                 os.fchmod(dir_fd, 0o700)
-            tmp = f".sock.{os.getpid()}"
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp, dir_fd=dir_fd)
-            old = os.umask(0o177)
-            try:
-                self.sock.bind(f"/proc/self/fd/{dir_fd}/{tmp}")
-            finally:
-                os.umask(old)
-            os.replace(tmp, "sock", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            bind_private(self.sock, dir_fd)
             bound = os.stat("sock", dir_fd=dir_fd, follow_symlinks=False)
         except BaseException:
             self.sock.close()

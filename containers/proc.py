@@ -8,18 +8,21 @@ import os
 import pwd
 import resource
 import signal
-from collections.abc import Iterator, Sequence
+import socket
+from collections.abc import Callable, Iterator, Sequence
 
 import psutil
 
 __all__ = [
     "apply_rlimits",
     "as_user",
+    "bind_private",
     "child_reset",
     "descendants",
     "drop_privileges",
     "login_environment",
     "pids_rss_kb",
+    "reap_exited",
     "set_child_subreaper",
     "signal_processes",
     "tree_rss_kb",
@@ -169,3 +172,35 @@ def apply_rlimits(limits: Sequence[tuple[str, int]]) -> list[str]:
         except (ValueError, OSError):
             refused.append(name)
     return refused
+
+
+def reap_exited() -> None:
+    """Collect every child that has exited (none waits: a subreaper adopts many)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def bind_private(
+    sock: socket.socket, dir_fd: int, before_use: Callable[[], None] | None = None
+) -> None:
+    """Bind `sock` as `sock` (0600) in the directory `dir_fd` (the caller checked it is a
+    0700 directory of this uid), through the descriptor: nothing followed, no limit of a
+    socket path's length. It is bound under a temporary name and renamed over `sock` once
+    ready (`before_use`, e.g. listen), so a live socket is replaced only by a working one."""
+    tmp = f".sock.{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp, dir_fd=dir_fd)
+    old = os.umask(0o177)
+    try:
+        sock.bind(f"/proc/self/fd/{dir_fd}/{tmp}")
+    finally:
+        os.umask(old)
+    os.chmod(tmp, 0o600, dir_fd=dir_fd)
+    if before_use is not None:
+        before_use()
+    os.replace(tmp, "sock", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)

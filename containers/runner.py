@@ -20,6 +20,7 @@ from containers.proc import (
     descendants,
     drop_privileges,
     pids_rss_kb,
+    reap_exited,
     signal_processes,
     tree_rss_kb,
 )
@@ -264,24 +265,15 @@ class ProcessRunner:
             if not left and gone:
                 break
             signal_processes(left, signal.SIGKILL)
-            self._reap_all()
+            reap_exited()
             time.sleep(0.02)
-        self._reap_all()
+        reap_exited()
         if tracking is not None and tracking.tracker.ended(tracking.attempt):
             tracking.tracker.remove(tracking.attempt)
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
         self.io.close()
-
-    def _reap_all(self) -> None:
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
 
 
 def _join(tracking: Tracking) -> None:

@@ -36,6 +36,7 @@ from gateway.model.state import JobState, Reason
 from k8s_bridge.binder import GangBinder
 from k8s_bridge.controller import GangController
 from k8s_bridge.gang import ANN_CREATED, Gang, Verdict, decode_verdict
+from k8s_bridge.graceful import GracefulEnd
 from k8s_bridge.informer import Informer
 from k8s_bridge.inventory import (
     NodeInfo,
@@ -79,7 +80,7 @@ Obj = dict[str, Any]
 _SIGNALS_THAT_CANCEL = (None, 9, 15)
 
 
-class KubernetesBackend(GangController):
+class KubernetesBackend(GracefulEnd, GangController):
     """Jobs as gangs of pods on one Kubernetes cluster (see the module docstring)."""
 
     def __init__(

@@ -26,6 +26,7 @@ from k8s_bridge.gang import Gang, Verdict
 from k8s_bridge.informer import Informer
 from k8s_bridge.inventory import NodeInfo, PodUsage
 from k8s_bridge.kube import CONFIGMAPS, KubeClient, KubeError
+from k8s_bridge.launch import hosts_text, rank_ips
 from k8s_bridge.lifecycle import PodState, gang_status
 from k8s_bridge.objects import GangObjects
 from k8s_bridge.options import GangMode, K8sOptions
@@ -198,6 +199,8 @@ class GangController:
                     self._events.append(gang.state_event(JobState.RUNNING, now))
             elif gang.created and not gang.started and not gang.pending_reported:
                 self._report_queued(gang, now)
+            if not gang.hosts_written and gang.created:
+                self._write_hosts(gang, pods)
             verdict = gang.decide(status, mono, now, self.opts.kill_wait_s)
             if verdict is not None:
                 self._decided(gang, verdict)
@@ -213,6 +216,16 @@ class GangController:
             if gang.delivered_at is not None and gang.delivered_at < self._polls:
                 self.objects.delete(gang)
                 gang.cleanup_done = True
+
+    def _write_hosts(self, gang: Gang, pods: list[PodState]) -> None:
+        """The ranks' pod IPs into the root, for srun/mpirun in the pods (launch.py)."""
+        text = hosts_text(gang.names, gang.ranks, rank_ips(pods))
+        if gang.ranks < 2 or text is not None:
+            if text is not None:
+                self.client.patch(
+                    CONFIGMAPS, self.namespace, gang.names.root, {"data": {"hosts": text}}
+                )
+            gang.hosts_written = True
 
     def _ready_nodes(self) -> frozenset[str] | None:
         """The nodes not lost: Ready, or NotReady for less than `node_lost_after_s` (None

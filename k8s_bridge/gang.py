@@ -136,6 +136,7 @@ class Gang:
     cancelled: bool = False
     cleanup_done: bool = False
     last_error: str | None = None
+    hosts_written: bool = False  # the ranks' IPs are in the root (launch.hosts_text)
     _demand: GangDemand | None = None
 
     @property

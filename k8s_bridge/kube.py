@@ -345,15 +345,16 @@ class KubeClient:
     def delete_collection(
         self, resource: Resource, namespace: str, label_selector: str, grace_s: int | None = None
     ) -> None:
-        """Delete every object matching the selector."""
-        query = [("labelSelector", label_selector)]
+        """Delete every object matching the selector. The grace goes in the body: the API
+        server reads DeleteOptions from the body when there is one, ignoring the query."""
+        body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
         if grace_s is not None:
-            query.append(("gracePeriodSeconds", str(grace_s)))
+            body["gracePeriodSeconds"] = grace_s
         self.request(
             "DELETE",
             resource.path(namespace),
-            query=query,
-            body={"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"},
+            query=[("labelSelector", label_selector)],
+            body=body,
             what=f"delete {resource.plural} {label_selector}",
         )
 

@@ -66,6 +66,7 @@ class PodState:
     finished: float | None = None
     preempted: bool = False
     gated: bool = False
+    ip: str | None = None  # status.podIP (the launcher's hosts file, launch.py)
 
     @property
     def terminal(self) -> bool:
@@ -129,6 +130,7 @@ def parse_pod(obj: Obj) -> PodState | None:
         finished=finished,
         preempted=preempted,
         gated=bool(spec.get("schedulingGates")),
+        ip=status.get("podIP") or None,
     )
 
 

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from k8s_bridge.gang import ANN_CREATED, Gang, Verdict, decode_verdict, encode_verdict
+from k8s_bridge.graceful import earlier_run_left
 from k8s_bridge.kube import (
     CONFIGMAPS,
     PODGROUPS,
@@ -26,7 +27,8 @@ from k8s_bridge.kube import (
     KubeError,
     Resource,
 )
-from k8s_bridge.lifecycle import PodState
+from k8s_bridge.launch import launcher_configmap, launcher_name, stale
+from k8s_bridge.lifecycle import PodState, parse_pod
 from k8s_bridge.names import (
     LABEL_ATTEMPT,
     LABEL_CLUSTER,
@@ -60,6 +62,7 @@ class GangObjects:
         self.cluster = cluster
         self.pool = pool
         self.kill_wait_s = kill_wait_s
+        self._launchers: set[str] = set()  # launcher ConfigMaps known to be current
 
     def job_selector(self, job_id: int, attempt: int | None = None) -> str:
         """The label selector of a job's objects (of one attempt)."""
@@ -78,6 +81,9 @@ class GangObjects:
         """Create whatever of the gang is missing; a verdict already on the root (the
         attempt ended before: a retried submission) is returned and nothing is created."""
         manifests = gang.manifests
+        if manifests.names.attempt > 0:
+            self._earlier_runs_ended(manifests.names.job_id, manifests.names.attempt)
+        self._ensure_launcher(manifests.names.prefix)
         root, _ = self.client.create_object(self.namespace, manifests.root)
         meta = root.get("metadata") or {}
         gang.root_uid = str(meta.get("uid"))
@@ -107,6 +113,31 @@ class GangObjects:
         gang.created = True
         gang.last_error = None
         return None
+
+    def _earlier_runs_ended(self, job_id: int, attempt: int) -> None:
+        """A retryable KubeError while a pod of an earlier run of the job may still run (a
+        preempted run in its grace, graceful.py): a job never runs twice at once."""
+        items, _ = self.client.list(PODS, self.namespace, label_selector=self.job_selector(job_id))
+        left = earlier_run_left((p for o in items if (p := parse_pod(o)) is not None), attempt)
+        if left is not None:
+            raise KubeError(
+                f"job {job_id}: run {attempt} waits until pod {left.name} of run "
+                f"{left.attempt} has ended",
+                status=409,
+                reason="Cleaning",
+                retryable=True,
+            )
+
+    def _ensure_launcher(self, prefix: str) -> None:
+        """The namespace's launcher ConfigMap (launch.py) exists, with this gateway's code."""
+        name = launcher_name(prefix)
+        if name in self._launchers:
+            return
+        body = launcher_configmap(prefix, self.namespace, self.cluster)
+        obj, created = self.client.create_object(self.namespace, body)
+        if not created and stale(obj):
+            self.client.patch(CONFIGMAPS, self.namespace, name, {"data": body["data"]})
+        self._launchers.add(name)
 
     def _create_quietly(self, obj: Obj) -> KubeError | None:
         try:

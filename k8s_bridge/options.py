@@ -6,12 +6,14 @@ the connection (kubeconfig or URL + token + CA), the cluster name and whatever d
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 
 from gateway.topology.k8s_labels import CALDERA_TIERS
+from k8s_bridge.launch import WORKER_COMMAND
 
 __all__ = ["GangMode", "K8sOptions", "SharedDir", "Toleration"]
 
@@ -101,10 +103,11 @@ class K8sOptions:
     # a node NotReady this long has its jobs' pods counted lost (NODE_FAIL, or requeued):
     # a brief NotReady (heartbeats late on a loaded control plane) must not end jobs
     node_lost_after_s: int = 60
-    worker_command: tuple[str, ...] = (
-        "/bin/sh",
-        "-c",
-        "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done",
+    # ranks > 0: the rank agent srun/mpirun reach (launch.py), or a wait without python3
+    worker_command: tuple[str, ...] = WORKER_COMMAND
+    # signs each job's launcher token (launch.job_token); random per gateway process
+    launcher_key: bytes = field(
+        default_factory=lambda: secrets.token_bytes(32), repr=False, compare=False
     )
     run_as_user: bool = True  # pods run with the submitter's uid/gid, as Slurm runs jobs
     allow_host_mounts: bool = False  # --container-mounts as hostPath volumes

@@ -26,6 +26,7 @@ from typing import Any
 
 from gateway.model.jobspec import JobSpec
 from k8s_bridge.files import JobFiles, job_files
+from k8s_bridge.launch import job_token, launcher_mount, launcher_volume, search_path
 from k8s_bridge.names import (
     ANN_JOB_NAME,
     ANN_RANKS,
@@ -222,12 +223,16 @@ def _pod_spec(
         "image": spec.container_image or opts.default_image,
         "imagePullPolicy": opts.image_pull_policy,
         "command": command,
-        "env": [{"name": k, "value": v} for k, v in rank_environment(names, shares, rank).items()],
+        "env": [
+            *({"name": k, "value": v} for k, v in rank_environment(names, shares, rank).items()),
+            {"name": "PATH", "value": search_path(req.environment)},  # srun first
+        ],
         "envFrom": [{"configMapRef": {"name": names.env}}],
         "resources": pod_resources(spec, share, opts),
         "volumeMounts": [
             {"name": "job", "mountPath": JOB_DIR, "readOnly": True},
             {"name": "shm", "mountPath": "/dev/shm"},
+            launcher_mount(),
             *files.mounts,
             *host_mounts,
         ],
@@ -253,10 +258,13 @@ def _pod_spec(
                     "items": [
                         {"key": "script", "path": "script", "mode": 0o755},
                         {"key": "hostfile", "path": "hostfile"},
+                        {"key": "hosts", "path": "hosts"},  # rank IPs (launch.py)
+                        {"key": "token", "path": "token", "mode": 0o400},
                     ],
                 },
             },
             {"name": "shm", "emptyDir": shm},
+            launcher_volume(opts.name_prefix),
             *files.volumes,
             *host_volumes,
         ],
@@ -270,7 +278,8 @@ def _pod_spec(
     if deadline_s:
         pod["activeDeadlineSeconds"] = deadline_s
     if opts.run_as_user:
-        pod["securityContext"] = {"runAsUser": req.uid, "runAsGroup": req.gid}
+        # fsGroup: the job's group may read the 0400 token (launch.py)
+        pod["securityContext"] = {"runAsUser": req.uid, "runAsGroup": req.gid, "fsGroup": req.gid}
     if opts.service_account:
         pod["serviceAccountName"] = opts.service_account
     if req.partition and req.partition != opts.default_partition:
@@ -350,6 +359,8 @@ def render_gang(req: GangRequest, opts: K8sOptions, mode: GangMode) -> GangManif
         "metadata": _meta(req, names, names.root, "root", opts, common),
         **_script_data(req.script, hostfile(names, shares)),
     }
+    # the launcher's token, and the ranks' addresses once known (launch.py)
+    root["data"].update(hosts="", token=job_token(opts.launcher_key, names))
     env_data, dropped = _env_data(req, names, shares, opts)
     env_ann = {ANN_DROPPED_ENV: ",".join(dropped)} if dropped else None
     env: Manifest = {

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Install what the real kubelet nodes need, from Debian's packages: containerd (1.6), runc,
 # the CNI plugins (bridge, host-local), socat (the API server forwarder), busybox-static (the
-# pause and job images' root filesystem), iproute2 and iptables. The kubelet itself is built
-# by testenv/k8s/build.sh. Idempotent; needs root.
+# pause and job images' root filesystem), iproute2, iptables, python3 and openmpi-bin (the MPI
+# job image's files). The kubelet itself is built by testenv/k8s/build.sh. Idempotent; needs
+# root.
 set -euo pipefail
 need=()
-for pkg in containerd runc containernetworking-plugins socat busybox-static iproute2 iptables util-linux; do
+# python3 and openmpi-bin: build_mpi_image.py copies them into the MPI job image
+for pkg in containerd runc containernetworking-plugins socat busybox-static iproute2 iptables \
+  util-linux python3 openmpi-bin; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then

@@ -20,6 +20,8 @@ HOST_IP=10.$NET.0.1
 CNI_BIN=/usr/lib/cni
 PAUSE_IMAGE=caldera.local/pause:3.9
 JOB_IMAGE=${CALDERA_KUBELET_JOB_IMAGE:-caldera.local/job:latest}
+MPI_IMAGE=caldera.local/mpi:latest  # python3 + Open MPI (build_mpi_image.py)
+IMAGE_CACHE=${CALDERA_TESTENV_CACHE:-/var/cache/caldera-testenv}/kubelet-images
 KUBELET_GPUS=${CALDERA_KUBELET_GPUS:-2}  # fake GPUs per node (nvidia.com/gpu, fake_device_plugin.py)
 KUBELET_HCAS=${CALDERA_KUBELET_HCAS:-2}  # fake RDMA HCAs per node (rdma/hca)
 NODE_LABEL_PARTITION=${CALDERA_KUBELET_PARTITION:-kubelet}  # caldera.io/partition=<this>

@@ -131,6 +131,10 @@ job_root() { # the same root filesystem as testenv/containers/build-image.sh (bu
 }
 build_image "$PAUSE_IMAGE" "$KB/images/pause.tar" '["/bin/sleep","2147483647"]' pause_root
 build_image "$JOB_IMAGE" "$KB/images/job.tar" '["/bin/sh"]' job_root
+# the MPI job image (python3 + Open MPI, for srun/mpirun across ranks): from this machine's
+# Debian packages, cached across runs (build_mpi_image.py says why and how)
+MPI_TAR=$(python3 "$KUBELET_TESTENV_DIR/build_mpi_image.py" "$MPI_IMAGE" "$IMAGE_CACHE")
+ln -sf "$MPI_TAR" "$KB/images/mpi.tar"
 
 # --- the API server inside the namespaces: 127.0.0.1:$API_PORT there -> a Unix socket -> here
 step api-forward
@@ -242,9 +246,10 @@ for ((i = 1; i <= KUBELET_NODES; i++)); do
   n=$(node_name "$i") d=$(node_dir "$i")
   sock=$d/containerd/containerd.sock
   wait_for "containerd of $n" 60 "$KB/logs/containerd-$n.log" ctr -a "$sock" version
-  for img in pause job; do
+  for img in pause job mpi; do
     ref=$PAUSE_IMAGE
     [ $img = job ] && ref=$JOB_IMAGE
+    [ $img = mpi ] && ref=$MPI_IMAGE
     grep -qx "$ref" <<<"$(ctr -a "$sock" -n k8s.io images ls -q)" ||
       ctr -a "$sock" -n k8s.io images import "$KB/images/$img.tar" >/dev/null
   done
@@ -375,6 +380,7 @@ step env.json
   echo '{'
   echo "  \"k8s_base\": \"$BASE\", \"base_dir\": \"$KB\", \"partition\": \"$NODE_LABEL_PARTITION\","
   echo "  \"job_image\": \"$JOB_IMAGE\", \"pause_image\": \"$PAUSE_IMAGE\", \"kubelet_port\": 10250,"
+  echo "  \"mpi_image\": \"$MPI_IMAGE\","
   echo "  \"gpus_per_node\": $KUBELET_GPUS, \"hcas_per_node\": $KUBELET_HCAS,"
   echo '  "nodes": ['
   for ((i = 1; i <= KUBELET_NODES; i++)); do

@@ -16,35 +16,24 @@ import ipaddress
 import os
 import pwd
 import re
-import shutil
 import subprocess
-import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes import client
 
 from k8s_bridge.kube import PODS, KubeClient
 from tests.integration.test_k8s_bridge_helpers import admin_client, assert_nothing_left, wait_until
 from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
 from tests.support.kubelet_env import KubeletEnv
+from tests.support.kubelet_gateway import cluster_config, job_namespace, user_home, user_tree
 
 pytestmark = pytest.mark.kubelet
 
 
 @pytest.fixture
 def ns(kubelet_env: KubeletEnv) -> Iterator[str]:
-    core = client.CoreV1Api(kubelet_env.k8s.api_client())
-    name = f"gw-kl-{uuid.uuid4().hex[:6]}"
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    wait_until(
-        "the namespace's default service account",
-        lambda: bool(core.list_namespaced_service_account(name).items),
-    )
-    yield name
-    core.delete_namespace(name)
+    yield from job_namespace(kubelet_env, "gw-kl")
 
 
 @pytest.fixture
@@ -54,10 +43,7 @@ def kube(kubelet_env: KubeletEnv) -> KubeClient:
 
 @pytest.fixture
 def base() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="caldera-e2e-kubelet-", dir="/tmp"))
-    os.chmod(path, 0o755)  # the submitting user reaches the shims and the script below it
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    yield from user_tree("caldera-e2e-kubelet-")
 
 
 @pytest.fixture
@@ -69,32 +55,17 @@ def mode() -> str:
 @pytest.fixture
 def home(base: Path) -> Path:
     """The submitting user's own directory, below the cluster's filesystem map."""
-    path = base / "users" / "tester"
-    path.mkdir(parents=True)
-    user = pwd.getpwnam("tester")
-    os.chown(path, user.pw_uid, user.pw_gid)
-    os.chmod(base / "users", 0o755)
-    return path
+    return user_home(base)
 
 
 @pytest.fixture
 def gw(kubelet_env: KubeletEnv, ns: str, base: Path, mode: str) -> Iterator[Gateway]:
-    volcano = "false" if mode == "caldera" else "true"
-    config = (
-        "agents = false\n"
-        "[kubernetes]\n"
-        "[[kubernetes.cluster]]\n"
-        'name = "real"\n'
-        f'kubeconfig = "{kubelet_env.k8s.admin_kubeconfig}"\n'
-        f"volcano = {volcano}\n"
-        f'mode = "{mode}"\n'
-        f'namespace = "{ns}"\n'
-        f'default_image = "{kubelet_env.job_image}"\n'
-        "allow_host_mounts = true\n"
-        "kill_wait_s = 2\n"
-        "time_scale = 0.25\n"
-        "[[kubernetes.cluster.filesystem]]\n"
-        f'prefix = "{base / "users"}"\n'
+    config = cluster_config(
+        kubelet_env,
+        ns,
+        base,
+        mode=mode,
+        cluster="allow_host_mounts = true\ntime_scale = 0.25\n",
     )
     gw = start_gateway(base / "gw", config)
     try:

@@ -9,11 +9,8 @@ are slow (a node is NotReady only after the node controller's grace period, 40 s
 from __future__ import annotations
 
 import os
-import pwd
 import re
-import shutil
 import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,6 +23,7 @@ from k8s_bridge.kube import PODS, KubeClient
 from tests.integration.test_k8s_bridge_helpers import admin_client, assert_nothing_left, wait_until
 from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
 from tests.support.kubelet_env import KubeletEnv, KubeletNode, node_down, nodes_up
+from tests.support.kubelet_gateway import cluster_config, job_namespace, shared_tree
 
 pytestmark = pytest.mark.kubelet
 
@@ -38,15 +36,8 @@ def core(kubelet_env: KubeletEnv) -> client.CoreV1Api:
 
 
 @pytest.fixture(scope="module")
-def ns(core: client.CoreV1Api) -> Iterator[str]:
-    name = f"gw-klf-{uuid.uuid4().hex[:6]}"
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    wait_until(
-        "the namespace's default service account",
-        lambda: bool(core.list_namespaced_service_account(name).items),
-    )
-    yield name
-    core.delete_namespace(name)
+def ns(kubelet_env: KubeletEnv) -> Iterator[str]:
+    yield from job_namespace(kubelet_env, "gw-klf")
 
 
 @pytest.fixture(scope="module")
@@ -56,37 +47,13 @@ def kube(kubelet_env: KubeletEnv) -> KubeClient:
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="caldera-e2e-kubelet-faults-", dir="/tmp"))
-    os.chmod(path, 0o755)
-    home = path / "users" / "tester"
-    home.mkdir(parents=True)
-    user = pwd.getpwnam("tester")
-    os.chown(home, user.pw_uid, user.pw_gid)
-    os.chmod(path / "users", 0o755)
-    out = path / "out"
-    out.mkdir()
-    os.chmod(out, 0o1777)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    yield from shared_tree("caldera-e2e-kubelet-faults-")
 
 
 @pytest.fixture(scope="module")
 def gw(kubelet_env: KubeletEnv, ns: str, base: Path) -> Iterator[Gateway]:
-    config = (
-        "agents = false\n"
-        "[kubernetes]\n"
-        "[[kubernetes.cluster]]\n"
-        'name = "real"\n'
-        f'kubeconfig = "{kubelet_env.k8s.admin_kubeconfig}"\n'
-        "volcano = false\n"
-        'mode = "caldera"\n'
-        f'namespace = "{ns}"\n'
-        f'default_image = "{kubelet_env.job_image}"\n'
-        "allow_host_mounts = true\n"
-        "kill_wait_s = 2\n"
-        "node_lost_after_s = 5\n"
-        "[[kubernetes.cluster.filesystem]]\n"
-        f'prefix = "{base / "users"}"\n'
+    config = cluster_config(
+        kubelet_env, ns, base, cluster="allow_host_mounts = true\nnode_lost_after_s = 5\n"
     )
     gw = start_gateway(base / "gw", config)
     try:

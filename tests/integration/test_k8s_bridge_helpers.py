@@ -182,12 +182,14 @@ def end_rank(kube: KubeClient, namespace: str, pod: str, exit_code: int = 0) -> 
 
 
 def leftovers(kube: KubeClient, namespace: str) -> list[str]:
-    """Every object of Caldera still in the namespace (kind/name)."""
+    """Every object of Caldera's jobs still in the namespace (kind/name); the namespace's
+    launcher ConfigMap (k8s_bridge/launch.py) belongs to no job and stays."""
     out: list[str] = []
     for resource in (PODS, CONFIGMAPS, SERVICES, PODGROUPS, VCJOBS):
         if resource.group and not kube.served(f"{resource.group}/{resource.version}"):
             continue
-        items, _ = kube.list(resource, namespace, label_selector=MANAGED)
+        jobs_only = f"{MANAGED},caldera.io/role!=launcher"
+        items, _ = kube.list(resource, namespace, label_selector=jobs_only)
         out.extend(f"{resource.kind}/{o['metadata']['name']}" for o in items)
     return sorted(out)
 

@@ -86,6 +86,7 @@ class KubeletEnv:
     nodes: tuple[KubeletNode, ...]
     partition: str  # the nodes carry caldera.io/partition=<partition>
     job_image: str
+    mpi_image: str  # python3 + Open MPI (testenv/kubelet/build_mpi_image.py): srun/mpirun
     kubelet_port: int
     gpus_per_node: int  # fake nvidia.com/gpu of each node (testenv/kubelet/fake_device_plugin.py)
     hcas_per_node: int  # fake rdma/hca of each node
@@ -118,6 +119,7 @@ def read_env() -> KubeletEnv | None:
             nodes=nodes,
             partition=str(raw["partition"]),
             job_image=str(raw["job_image"]),
+            mpi_image=str(raw.get("mpi_image", "caldera.local/mpi:latest")),
             kubelet_port=int(raw["kubelet_port"]),
             gpus_per_node=int(raw["gpus_per_node"]),
             hcas_per_node=int(raw["hcas_per_node"]),

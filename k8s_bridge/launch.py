@@ -1,0 +1,135 @@
+"""What a gang's pods need for srun/mpirun across ranks (pure; render.py and objects.py use it).
+
+- The launcher (pod_launcher.py + pod_launch_plan.py, standard library only) lives in one
+  ConfigMap per namespace, `<prefix>-launcher`, not in each job's root: it is ~30 KB, and a
+  copy per job would add gigabytes to etcd in a flood of 100,000 jobs. objects.py creates it
+  (or brings its content up to date) before the first gang; pods mount it read-only at
+  /caldera/launch (`bin/srun` first in PATH; `launcher.py agent` on ranks > 0).
+- The job's secret: a token in the root ConfigMap (mounted 0400, readable by the job's
+  group through fsGroup), HMAC(launcher_key, attempt name), so a retried render gives the
+  same value and no random state is kept; `launcher_key` is random per gateway process
+  (K8sOptions). The agents prove the client knows it (pod_launcher.py).
+- The rank addresses: `hosts` in the root, empty at creation, written once every rank has a
+  pod IP (`hosts_text`, by the controller); the kubelet refreshes the mounted file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from k8s_bridge.names import (
+    LABEL_CLUSTER,
+    LABEL_MANAGED,
+    LABEL_ROLE,
+    MANAGED_BY,
+    GangNames,
+    label_value,
+)
+
+__all__ = [
+    "AGENT_PORT",
+    "LAUNCH_DIR",
+    "WORKER_COMMAND",
+    "hosts_text",
+    "job_token",
+    "launcher_configmap",
+    "launcher_mount",
+    "launcher_name",
+    "launcher_volume",
+    "search_path",
+]
+
+Manifest = dict[str, Any]
+LAUNCH_DIR = "/caldera/launch"
+AGENT_PORT = 6818  # slurmd's port; pod_launcher.PORT
+_HERE = Path(__file__).parent
+SOURCES = {
+    "launcher": (_HERE / "pod_launcher.py").read_text(),
+    "launch-plan": (_HERE / "pod_launch_plan.py").read_text(),
+}
+# Ranks > 0: the agent when the image has python3, else the old wait (an image without
+# python3 runs the batch script on rank 0 as before, only srun cannot reach the ranks).
+# Fixed text, no user string: nothing of the job goes through this shell.
+WORKER_COMMAND = (
+    "/bin/sh",
+    "-c",
+    f"for py in /usr/bin/python3 /usr/local/bin/python3; do [ -x $py ] && "
+    f"[ -f {LAUNCH_DIR}/launcher.py ] && exec $py {LAUNCH_DIR}/launcher.py agent; done; "
+    "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done",
+)
+
+
+def launcher_name(prefix: str) -> str:
+    """The namespace's launcher ConfigMap."""
+    return f"{prefix}-launcher"
+
+
+def launcher_configmap(prefix: str, namespace: str, cluster: str) -> Manifest:
+    """The shared launcher ConfigMap (no job labels: reconcile never takes it for a job's)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": launcher_name(prefix),
+            "namespace": namespace,
+            "labels": {
+                LABEL_MANAGED: MANAGED_BY,
+                LABEL_CLUSTER: label_value(cluster),
+                LABEL_ROLE: "launcher",
+            },
+        },
+        "data": dict(SOURCES),
+    }
+
+
+def launcher_volume(prefix: str) -> Manifest:
+    """The launcher in a pod: optional, so a namespace without it still runs scripts."""
+    return {
+        "name": "launcher",
+        "configMap": {
+            "name": launcher_name(prefix),
+            "optional": True,
+            "defaultMode": 0o444,
+            "items": [
+                {"key": "launcher", "path": "launcher.py", "mode": 0o555},
+                {"key": "launcher", "path": "bin/srun", "mode": 0o555},
+                {"key": "launch-plan", "path": "lib/k8s_bridge/pod_launch_plan.py"},
+            ],
+        },
+    }
+
+
+def launcher_mount() -> Manifest:
+    return {"name": "launcher", "mountPath": LAUNCH_DIR, "readOnly": True}
+
+
+def search_path(environment: Mapping[str, str]) -> str:
+    """The pods' PATH: the launcher's srun first, then the job's own PATH."""
+    return f"{LAUNCH_DIR}/bin:" + (environment.get("PATH") or "/usr/local/bin:/usr/bin:/bin")
+
+
+def job_token(key: bytes, names: GangNames) -> str:
+    """The attempt's secret (the same for every render of it in this gateway process)."""
+    return hmac.new(key, f"caldera-job:{names.base}".encode(), hashlib.sha256).hexdigest()
+
+
+def hosts_text(names: GangNames, ranks: int, ips: Mapping[int, str | None]) -> str | None:
+    """`<ip> <rank host name> <rank DNS name>` per rank, once every rank has an IP."""
+    if ranks < 2 or any(not ips.get(r) for r in range(ranks)):
+        return None
+    return "".join(f"{ips[r]} {names.pod(r)} {names.host(r)}\n" for r in range(ranks))
+
+
+def stale(existing: Mapping[str, Any] | None) -> bool:
+    """Whether a launcher ConfigMap read from the server differs from this gateway's."""
+    data = (existing or {}).get("data") or {}
+    return any(data.get(k) != v for k, v in SOURCES.items())
+
+
+def rank_ips(pods: Iterable[Any]) -> dict[int, str | None]:
+    """Rank -> pod IP of the pods (PodState) the watch shows."""
+    return {p.rank: p.ip for p in pods if not p.deleting}

@@ -1,0 +1,497 @@
+#!/usr/bin/env python3
+"""srun across a gang's pods: the rank agent and the srun client (runs inside job pods).
+
+Shipped with pod_launch_plan.py in the namespace's launcher ConfigMap (launch.py mounts it
+at /caldera/launch/launcher.py and as /caldera/launch/bin/srun, first in PATH), so it
+imports only the standard library and that file, never the caldera package. Two roles:
+
+- `launcher.py agent`: every rank but 0 runs it instead of a sleep. It listens on
+  CALDERA_AGENT_PORT (6818, slurmd's port) of the pod and runs one task per connection: the
+  client sends argv + environment + directory as JSON and proves it knows the job's token
+  (HMAC-SHA256 over a fresh nonce and the request, compared in constant time; the token file
+  is 0400 in the pod and never crosses the network); argv is executed directly (never a
+  shell), stdout/stderr stream back in frames, then the wait status.
+- `srun ...` on rank 0 (the batch script's pod): lays the step out on the allocation as
+  Slurm 22.05's srun (pod_launch_plan.py), gives each task SLURM_PROCID/LOCALID/NODEID/
+  STEP_ID..., runs the tasks of its own node itself and the others through their node's
+  agent, prints every task's output (`-l` labels), srun's failure lines, and exits with the
+  highest task status (128+N for a signal). Open MPI's mpirun, seeing SLURM_JOB_ID, starts
+  its orted daemons with this srun (plm slurm).
+
+Rank host names resolve through /caldera/job/hosts (`<ip> <name>` lines), which the backend
+writes into the job's root ConfigMap once every rank has a pod IP (launch.hosts_text).
+
+Frames: one type byte, a 4-byte big-endian length, the payload (at most MAX_FRAME bytes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import signal
+import socket
+import socketserver
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, BinaryIO, Protocol
+
+if os.path.isdir("/caldera/launch/lib/k8s_bridge"):  # in a pod: the layout module beside us
+    sys.path.insert(0, "/caldera/launch/lib")
+from k8s_bridge.pod_launch_plan import (
+    UNSUPPORTED,
+    SrunExit,
+    describe_failures,
+    parse,
+    parse_hosts,
+    plan,
+    srun_status,
+    task_env,
+)
+
+JOB_DIR = "/caldera/job"
+TOKEN_PATH = f"{JOB_DIR}/token"
+HOSTS_PATH = f"{JOB_DIR}/hosts"
+PORT = 6818
+MAX_FRAME = 8 << 20
+HELLO, AUTH, REQUEST, OUT, ERR, EXIT, SIGNAL, FAIL = (bytes([c]) for c in b"HARoexSF")
+_HEADER = struct.Struct(">cI")
+_FORWARDED: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+_FORWARDED += (signal.SIGUSR1, signal.SIGUSR2)
+
+
+class _Reader(Protocol):
+    def read(self, size: int, /) -> bytes: ...
+
+
+class ProtocolError(Exception):
+    """A peer that does not speak the protocol (or not to the end)."""
+
+
+# --- frames and authentication (pure) ---------------------------------------------------
+
+
+def frame(kind: bytes, payload: bytes = b"") -> bytes:
+    """One frame: type, length, payload."""
+    if len(payload) > MAX_FRAME:
+        raise ProtocolError(f"frame of {len(payload)} bytes is too large")
+    return _HEADER.pack(kind, len(payload)) + payload
+
+
+def read_frame(stream: _Reader) -> tuple[bytes, bytes]:
+    """The next frame of `stream`; EOFError at a clean end, ProtocolError on a bad one."""
+    head = stream.read(_HEADER.size)
+    if not head:
+        raise EOFError
+    if len(head) < _HEADER.size:
+        raise ProtocolError("truncated frame header")
+    kind, size = _HEADER.unpack(head)
+    if size > MAX_FRAME:
+        raise ProtocolError(f"frame of {size} bytes is too large")
+    payload = stream.read(size) if size else b""
+    if len(payload) < size:
+        raise ProtocolError("truncated frame")
+    return kind, payload
+
+
+def proof(token: bytes, nonce: bytes, request: bytes) -> bytes:
+    """What a client who knows the token answers to the agent's nonce, for this request
+    (bound to it: a request changed on the way no longer matches)."""
+    digest = hashlib.sha256(request).digest()
+    return hmac.new(token, b"caldera-launch\0" + nonce + digest, hashlib.sha256).digest()
+
+
+def authentic(token: bytes, nonce: bytes, request: bytes, answer: bytes) -> bool:
+    """The answer proves the token (constant-time compare; an empty token proves nothing)."""
+    return bool(token) and hmac.compare_digest(proof(token, nonce, request), answer)
+
+
+def parse_request(payload: bytes) -> tuple[list[str], dict[str, str], str]:
+    """argv (a list of strings, run as is), environment, working directory."""
+    try:
+        req = json.loads(payload)
+        argv, env, cwd = req["argv"], req["env"], req.get("cwd") or "/"
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProtocolError(f"bad request: {exc}") from None
+    if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
+        raise ProtocolError("bad request: argv must be a non-empty list of strings")
+    if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
+        raise ProtocolError("bad request: env must map strings to strings")
+    if not isinstance(cwd, str):
+        raise ProtocolError("bad request: cwd must be a string")
+    return argv, env, cwd
+
+
+def read_token(path: str = TOKEN_PATH) -> bytes:
+    with open(path, "rb") as f:
+        return f.read().strip()
+
+
+# --- the agent --------------------------------------------------------------------------
+
+
+class _Task(socketserver.StreamRequestHandler):
+    """One connection: authenticate, run one task, stream it, report its end."""
+
+    token = b""
+    node = ""
+
+    def send(self, kind: bytes, payload: bytes = b"") -> None:
+        with self.lock:
+            self.wfile.write(frame(kind, payload))
+            self.wfile.flush()
+
+    def handle(self) -> None:
+        self.lock = threading.Lock()
+        nonce = os.urandom(32)
+        try:
+            self.connection.settimeout(30)  # a peer that says nothing does not hold a thread
+            self.send(HELLO, nonce)
+            kind, payload = read_frame(self.rfile)
+            if kind != REQUEST:
+                raise ProtocolError("expected a request")
+            kind, answer = read_frame(self.rfile)
+            if kind != AUTH or not authentic(self.token, nonce, payload, answer):
+                self.send(FAIL, b"authentication failed")
+                return
+            argv, env, cwd = parse_request(payload)  # only once authenticated
+            self.connection.settimeout(None)
+        except (EOFError, ProtocolError, OSError) as exc:
+            with_message = str(exc) or "connection closed"
+            with contextlib.suppress(OSError):
+                self.send(FAIL, with_message.encode())
+            return
+        self.run(argv, env, cwd)
+
+    def run(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
+        if not os.path.isdir(cwd):
+            note = f"slurmstepd: error: couldn't chdir to `{cwd}': No such file or directory:"
+            self.send(ERR, f"{note} going to /tmp instead\n".encode())
+            cwd = "/tmp"
+        try:
+            proc = subprocess.Popen(
+                argv,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            line = f"slurmstepd-{self.node}: error: execve(): {argv[0]}: {exc.strerror}\n"
+            self.send(ERR, line.encode())
+            self.send(EXIT, json.dumps({"status": (exc.errno or 1) << 8}).encode())
+            return
+        pumps = [
+            threading.Thread(target=self.pump, args=(proc.stdout, OUT), daemon=True),
+            threading.Thread(target=self.pump, args=(proc.stderr, ERR), daemon=True),
+        ]
+        for t in pumps:
+            t.start()
+        threading.Thread(target=self.control, args=(proc,), daemon=True).start()
+        code = proc.wait()
+        for t in pumps:
+            t.join()
+        status = (-code) & 0x7F if code < 0 else (code & 0xFF) << 8
+        with contextlib.suppress(OSError):
+            self.send(EXIT, json.dumps({"status": status}).encode())
+            self.connection.shutdown(socket.SHUT_RDWR)  # ends control()'s read
+
+    def pump(self, pipe: BinaryIO, kind: bytes) -> None:
+        for chunk in iter(lambda: pipe.read1(65536), b""):  # type: ignore[attr-defined]
+            with contextlib.suppress(OSError):
+                self.send(kind, chunk)
+        pipe.close()
+
+    def control(self, proc: subprocess.Popen[bytes]) -> None:
+        """Signals srun forwards; srun gone (the connection closed) kills the task."""
+        try:
+            while True:
+                kind, payload = read_frame(self.rfile)
+                if kind == SIGNAL and payload.isdigit():
+                    _killpg(proc.pid, int(payload))
+        except (EOFError, ProtocolError, OSError, ValueError):
+            if proc.poll() is None:
+                _killpg(proc.pid, signal.SIGKILL)
+
+
+def _killpg(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+
+def server(port: int, token: bytes, node: str) -> socketserver.ThreadingTCPServer:
+    """The agent's listening server (port 0: any free port, for tests)."""
+    handler = type("Handler", (_Task,), {"token": token, "node": node})
+    return _Server(("0.0.0.0", port), handler)  # noqa: S104 - the pod's own address
+
+
+def agent(port: int = PORT, token_path: str = TOKEN_PATH) -> int:
+    """Serve tasks until SIGTERM (the pod's end)."""
+    token = read_token(token_path)
+    if not token:
+        sys.stderr.write(f"caldera agent: no token in {token_path}\n")
+        return 1
+    srv = server(port, token, os.uname().nodename)
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    srv.serve_forever()
+    return 0
+
+
+# --- srun -------------------------------------------------------------------------------
+
+
+def addresses(names: Sequence[str], wait_s: float, path: str = HOSTS_PATH) -> dict[str, str]:
+    """Each rank's pod IP, waiting for the backend to write them (once per job)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with open(path) as f:
+                hosts = parse_hosts(f.read())
+        except OSError:
+            hosts = {}
+        missing = [n for n in names if n not in hosts]
+        if not missing:
+            return hosts
+        if time.monotonic() > deadline:
+            raise SrunExit([f"srun: error: no address for {', '.join(missing)} in {path}"])
+        time.sleep(0.5)
+
+
+class _Output:
+    """srun's stdout and stderr: the tasks' bytes as they come, or whole lines with the
+    task's `-l` label."""
+
+    def __init__(self, label_width: int | None) -> None:
+        self.width, self.lock = label_width, threading.Lock()
+        self.partial: dict[tuple[int, int], bytes] = {}
+
+    def write(self, rank: int, fd: int, data: bytes) -> None:
+        sink = sys.stdout.buffer if fd == 1 else sys.stderr.buffer
+        with self.lock:
+            if self.width is None:
+                sink.write(data)
+            else:
+                lines = (self.partial.pop((rank, fd), b"") + data).split(b"\n")
+                if lines[-1]:
+                    self.partial[(rank, fd)] = lines[-1]
+                prefix = f"{rank:0{self.width}d}: ".encode()
+                sink.write(b"".join(prefix + line + b"\n" for line in lines[:-1]))
+            sink.flush()
+
+    def close(self, rank: int) -> None:
+        for fd in (1, 2):
+            rest = self.partial.pop((rank, fd), b"")
+            if rest:
+                self.write(rank, fd, rest + b"\n")
+
+
+class Remote:
+    """One task through its node's agent."""
+
+    sock: socket.socket | None = None
+
+    def __init__(self, address: tuple[str, int], token: bytes, connect_s: float = 60.0) -> None:
+        self.address, self.token, self.connect_s = address, token, connect_s
+        self.lock = threading.Lock()
+
+    def _connect(self) -> socket.socket:
+        deadline = time.monotonic() + self.connect_s
+        while True:  # the agent may still be starting in a pod that just began
+            try:
+                sock = socket.create_connection(self.address, timeout=10)
+                sock.settimeout(None)
+                return sock
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    def send(self, kind: bytes, payload: bytes = b"") -> None:
+        with self.lock:
+            if self.sock is not None:
+                self.sock.sendall(frame(kind, payload))
+
+    def run(
+        self, argv: Sequence[str], env: Mapping[str, str], cwd: str, out: _Output, rank: int
+    ) -> int:
+        self.sock = self._connect()
+        self.rfile = self.sock.makefile("rb")
+        kind, nonce = read_frame(self.rfile)
+        if kind != HELLO:
+            raise ProtocolError("the agent did not greet")
+        body = json.dumps({"argv": list(argv), "env": dict(env), "cwd": cwd}).encode()
+        self.send(REQUEST, body)
+        self.send(AUTH, proof(self.token, nonce, body))
+        try:
+            while True:
+                kind, payload = read_frame(self.rfile)
+                if kind in (OUT, ERR):
+                    out.write(rank, 1 if kind == OUT else 2, payload)
+                elif kind == EXIT:
+                    return int(json.loads(payload)["status"])
+                elif kind == FAIL:
+                    raise ProtocolError(payload.decode(errors="replace"))
+        finally:
+            self.sock.close()
+            self.sock = None
+
+    def signal(self, signum: int) -> None:
+        with contextlib.suppress(OSError):
+            self.send(SIGNAL, str(signum).encode())
+
+
+class Local:
+    """One task in this pod (the node srun runs on)."""
+
+    proc: subprocess.Popen[bytes] | None = None
+
+    def run(
+        self, argv: Sequence[str], env: Mapping[str, str], cwd: str, out: _Output, rank: int
+    ) -> int:
+        try:
+            self.proc = subprocess.Popen(
+                list(argv),
+                env=dict(env),
+                cwd=cwd,
+                stdin=None if rank == 0 else subprocess.DEVNULL,  # srun's stdin: task 0's
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            node = env.get("SLURMD_NODENAME", "")
+            line = f"slurmstepd-{node}: error: execve(): {argv[0]}: {exc.strerror}\n"
+            out.write(rank, 2, line.encode())
+            return (exc.errno or 1) << 8
+        proc = self.proc
+
+        def pump(pipe: Any, fd: int) -> None:
+            for chunk in iter(lambda: pipe.read1(65536), b""):
+                out.write(rank, fd, chunk)
+
+        pumps = [
+            threading.Thread(target=pump, args=(p, fd), daemon=True)
+            for p, fd in ((proc.stdout, 1), (proc.stderr, 2))
+        ]
+        for t in pumps:
+            t.start()
+        code = proc.wait()
+        for t in pumps:
+            t.join()
+        return (-code) & 0x7F if code < 0 else (code & 0xFF) << 8
+
+    def signal(self, signum: int) -> None:
+        if self.proc is not None:
+            _killpg(self.proc.pid, signum)
+
+
+def _step_id() -> int:
+    """The job's next step id (0, 1, ...), unique among the sruns of this pod."""
+    base = os.path.join(os.environ.get("TMPDIR", "/tmp"), f".caldera-steps-{os.getuid()}")
+    os.makedirs(base, exist_ok=True)
+    n = 0
+    while True:
+        try:
+            os.mkdir(os.path.join(base, str(n)))
+            return n
+        except FileExistsError:
+            n += 1
+
+
+def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    """Run one step over the gang; srun's exit status."""
+    opts, command = parse(argv)
+    for name in UNSUPPORTED:
+        if name in opts:
+            raise SrunExit([f"srun: error: --{name} is not supported in Kubernetes jobs"])
+    nodes, layout, cpt, warnings = plan(opts, env)
+    for line in warnings:
+        sys.stderr.write(line + "\n")
+    here = env.get("SLURMD_NODENAME", os.uname().nodename)
+    remote = sorted({n for n in nodes if n != here})
+    wait_s = float(env.get("CALDERA_HOSTS_WAIT", "300"))
+    hosts = addresses(remote, wait_s, env.get("CALDERA_HOSTS_FILE", HOSTS_PATH)) if remote else {}
+    token = read_token(env.get("CALDERA_TOKEN_FILE", TOKEN_PATH)) if remote else b""
+    port = int(env.get("CALDERA_AGENT_PORT", PORT))
+    step_id = _step_id()
+    ntasks = sum(layout)
+    out = _Output(len(str(ntasks - 1)) if "label" in opts else None)
+    cwd = os.path.normpath(os.path.join(os.getcwd(), opts.get("chdir") or "."))  # -D
+    tasks: list[Remote | Local] = []
+    ranks_node: list[str] = []
+    for node, count in zip(nodes, layout, strict=True):
+        for _ in range(count):
+            tasks.append(Local() if node == here else Remote((hosts[node], port), token))
+            ranks_node.append(node)
+    statuses = [0] * ntasks
+    kill_on_bad = "kill-on-bad-exit" in opts and opts["kill-on-bad-exit"] != "0"
+
+    def one(rank: int) -> None:
+        task_environ = task_env(
+            env,
+            step_id=step_id,
+            nodes=nodes,
+            layout=layout,
+            rank=rank,
+            cpus_per_task=cpt if "cpus-per-task" in opts else None,
+            opts=opts,
+        )
+        try:
+            statuses[rank] = tasks[rank].run(command, task_environ, cwd, out, rank)
+        except (OSError, ProtocolError, EOFError, ValueError) as exc:
+            out.write(rank, 2, f"srun: error: task {rank} launch failed: {exc}\n".encode())
+            statuses[rank] = 1 << 8
+        out.close(rank)
+        if statuses[rank] and kill_on_bad:
+            for t in tasks:
+                t.signal(signal.SIGKILL)
+
+    for sig in _FORWARDED:
+        signal.signal(sig, lambda signum, _: [t.signal(signum) for t in tasks])
+    threads = [threading.Thread(target=one, args=(r,), daemon=True) for r in range(ntasks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.5)
+    for index in reversed(range(len(nodes))):  # srun reports the last node first
+        mine = {r: statuses[r] for r in range(ntasks) if ranks_node[r] == nodes[index]}
+        for line in describe_failures(nodes[index], mine):
+            sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    return srun_status(statuses)
+
+
+def main(argv: Sequence[str]) -> int:
+    """`srun ...` (by the name it is called) or `launcher.py agent`."""
+    if os.path.basename(argv[0]) != "srun":
+        if argv[1:2] == ["agent"]:
+            return agent(int(os.environ.get("CALDERA_AGENT_PORT", PORT)))
+        sys.stderr.write("usage: srun [options] command... | launcher.py agent\n")
+        return 2
+    if "SLURM_JOB_ID" not in os.environ:
+        sys.stderr.write("srun: error: not inside a job (SLURM_JOB_ID is not set)\n")
+        return 1
+    try:
+        return srun(argv[1:], dict(os.environ))
+    except SrunExit as exc:
+        for line in exc.lines:
+            sys.stderr.write(line + "\n")
+        return exc.status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

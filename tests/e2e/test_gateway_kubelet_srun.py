@@ -1,0 +1,141 @@
+"""srun and mpirun from a batch script reach every rank of a gang on the real kubelet nodes.
+
+A 2-node job (2 tasks per node) in the MPI image (python3 + Open MPI,
+testenv/kubelet/build_mpi_image.py): rank 0 runs the script; `srun` there is the launcher's
+(k8s_bridge/pod_launcher.py), which reaches rank 1's agent on the other node with the job's
+token; Open MPI's mpirun sees SLURM_JOB_ID and starts its orted on rank 1 through that srun
+(plm slurm), as under Slurm. One job per gang mode covers everything (Caldera's binder,
+Volcano with a PodGroup, a Volcano Job), to keep the kubelet suite short.
+"""
+
+from __future__ import annotations
+
+import pwd
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from k8s_bridge.kube import KubeClient
+from tests.integration.test_k8s_bridge_helpers import admin_client, assert_nothing_left
+from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.kubelet_env import KubeletEnv
+from tests.support.kubelet_gateway import cluster_config, job_namespace, user_home, user_tree
+
+pytestmark = pytest.mark.kubelet
+
+SCRIPT = """#!/bin/sh
+echo "== srun hostname"
+srun hostname
+echo "== srun -n 4"
+srun -n 4 sh -c 'echo TASK $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURM_STEP_ID $(hostname)'
+echo "== srun -N 2 env"
+srun -N 2 env | grep -E '^SLURM_(PROCID|NODEID|STEP_NUM_TASKS)=' | sort
+echo "== exit codes"
+srun sh -c 'echo rank $SLURM_PROCID; exit $((SLURM_PROCID + 1))'
+echo "SRUN_RC=$?"
+echo "== mpirun"
+mpirun --map-by node -n 2 sh -c 'echo MPI $OMPI_COMM_WORLD_RANK $(hostname)'
+echo "MPI_RC=$?"
+echo "== token"
+stat -L -c '%a %u %g' /caldera/job/token
+"""
+
+
+@pytest.fixture
+def ns(kubelet_env: KubeletEnv) -> Iterator[str]:
+    yield from job_namespace(kubelet_env, "gw-srun")
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    yield from user_tree("caldera-e2e-srun-")
+
+
+@pytest.fixture
+def home(base: Path) -> Path:
+    """The submitting user's own directory, below the cluster's filesystem map."""
+    return user_home(base)
+
+
+@pytest.fixture
+def mode() -> str:
+    return "caldera"
+
+
+@pytest.fixture
+def gw(kubelet_env: KubeletEnv, ns: str, base: Path, mode: str) -> Iterator[Gateway]:
+    config = cluster_config(kubelet_env, ns, base, mode=mode, image=kubelet_env.mpi_image)
+    gw = start_gateway(base / "gw", config)
+    try:
+        yield gw
+    finally:
+        stop_gateway(gw)
+
+
+def _section(text: str, title: str) -> list[str]:
+    part = text.split(f"== {title}\n", 1)[1]
+    return part.split("\n== ", 1)[0].splitlines()
+
+
+# Caldera's binder, Volcano's scheduler with a PodGroup, and one Volcano Job per gang
+@pytest.mark.parametrize("mode", ["caldera", "volcano", "volcano-job"])
+def test_srun_and_mpirun_reach_every_rank_across_both_nodes(
+    gw: Gateway, kubelet_env: KubeletEnv, ns: str, home: Path, mode: str
+) -> None:
+    kube: KubeClient = admin_client(kubelet_env.k8s)
+    (home / "job.sh").write_text(SCRIPT)
+    job = gw.sbatch(
+        "-p",
+        kubelet_env.partition,
+        "-N",
+        "2",
+        "--ntasks-per-node=2",
+        "job.sh",
+        cwd=home,
+        user="tester",
+    )
+    gw.wait(job, timeout=180)
+    output = (home / f"slurm-{job}.out").read_text()
+    pod0, pod1 = f"caldera-{job}-0", f"caldera-{job}-1"
+    acct = gw.ok(["sacct", "-j", str(job), "-X", "-P", "-n", "-o", "State,ExitCode,NodeList"])
+    assert acct.strip() == "COMPLETED|0:0|kubelet-node-[01-02]", output  # a pod per node
+
+    # srun hostname: SLURM_NTASKS=4, two tasks in each pod
+    assert sorted(_section(output, "srun hostname")) == [pod0, pod0, pod1, pod1], output
+    # srun -n 4: each task's own ids (block layout), step 1 (the first srun was step 0)
+    tasks = sorted(line for line in _section(output, "srun -n 4") if line.startswith("TASK"))
+    assert tasks == [
+        f"TASK 0 0 0 1 {pod0}",
+        f"TASK 1 1 0 1 {pod0}",
+        f"TASK 2 0 1 1 {pod1}",
+        f"TASK 3 1 1 1 {pod1}",
+    ], output
+    # srun -N 2 (the job's 4 tasks on 2 nodes) env piped through grep in the script
+    env_lines = _section(output, "srun -N 2 env")
+    assert sorted(set(env_lines)) == sorted(
+        {f"SLURM_PROCID={r}" for r in range(4)}
+        | {"SLURM_NODEID=0", "SLURM_NODEID=1", "SLURM_STEP_NUM_TASKS=4"}
+    ), output
+    # exit codes: srun's is the highest task's, and srun names the failed tasks per node
+    codes = _section(output, "exit codes")
+    assert sorted(line for line in codes if line.startswith("rank")) == [
+        f"rank {r}" for r in range(4)
+    ]
+    assert "SRUN_RC=4" in codes, output
+    assert f"srun: error: {pod1}: tasks 2-3: Exited with exit code 3" not in codes
+    assert f"srun: error: {pod1}: task 3: Exited with exit code 4" in codes, output
+    assert f"srun: error: {pod0}: task 0: Exited with exit code 1" in codes, output
+    # mpirun: one rank per pod, the remote one started by orted through the launcher's srun
+    mpi = _section(output, "mpirun")
+    assert sorted(line for line in mpi if line.startswith("MPI ")) == [
+        f"MPI 0 {pod0}",
+        f"MPI 1 {pod1}",
+    ], output
+    assert "MPI_RC=0" in mpi, output
+    assert not re.search(r"authentication failed|launch failed", output), output
+    # the job's token: 0400 + fsGroup, i.e. readable by the job's group only
+    gid = pwd.getpwnam("tester").pw_gid
+    assert _section(output, "token") == [f"440 0 {gid}"], output
+    assert_nothing_left(kube, ns)

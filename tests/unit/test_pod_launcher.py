@@ -1,0 +1,424 @@
+"""The launcher that runs inside job pods (k8s_bridge/pod_launcher.py, pod_launch_plan.py):
+frames, authentication, argv never through a shell, srun's layout against the local
+runner's (containers/srun_layout.py), and a whole srun over a real agent on this machine."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from containers.srun_layout import SrunExit as LayoutExit
+from containers.srun_layout import plan_step
+from gateway.compat.job_env import TaskIds, compress_hostlist, task_environment
+from gateway.model.jobspec import JobSpec
+from k8s_bridge import launch
+from k8s_bridge import pod_launch_plan as lp
+from k8s_bridge import pod_launcher as pl
+from k8s_bridge.names import GangNames
+from k8s_bridge.options import GangMode, K8sOptions
+from k8s_bridge.render import render_gang
+from k8s_bridge.request import GangRequest
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = b"0123456789abcdef" * 4
+
+
+def test_frames_round_trip_and_refuse_oversize_or_truncated() -> None:
+    data = pl.frame(pl.OUT, b"hello") + pl.frame(pl.EXIT, b"") + pl.frame(pl.ERR, b"x" * 70000)
+    stream = io.BytesIO(data)
+    assert pl.read_frame(stream) == (pl.OUT, b"hello")
+    assert pl.read_frame(stream) == (pl.EXIT, b"")
+    assert pl.read_frame(stream) == (pl.ERR, b"x" * 70000)
+    with pytest.raises(EOFError):
+        pl.read_frame(stream)
+    with pytest.raises(pl.ProtocolError, match="too large"):
+        pl.read_frame(io.BytesIO(b"o" + (pl.MAX_FRAME + 1).to_bytes(4, "big")))
+    with pytest.raises(pl.ProtocolError, match="truncated"):
+        pl.read_frame(io.BytesIO(pl.frame(pl.OUT, b"hello")[:-2]))
+    with pytest.raises(pl.ProtocolError):
+        pl.frame(pl.OUT, b"x" * (pl.MAX_FRAME + 1))
+
+
+def test_proof_needs_the_token_the_nonce_and_the_same_request() -> None:
+    nonce, req = os.urandom(32), b'{"argv": ["hostname"], "env": {}}'
+    assert pl.authentic(TOKEN, nonce, req, pl.proof(TOKEN, nonce, req))
+    assert not pl.authentic(TOKEN, nonce, req, pl.proof(TOKEN[:-1] + b"x", nonce, req))
+    assert not pl.authentic(TOKEN, nonce, req, pl.proof(TOKEN, os.urandom(32), req))  # replay
+    evil = b'{"argv": ["rm", "-rf", "/"], "env": {}}'
+    assert not pl.authentic(TOKEN, nonce, evil, pl.proof(TOKEN, nonce, req))  # swapped request
+    assert not pl.authentic(b"", nonce, req, pl.proof(b"", nonce, req))  # empty token: nothing
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"not json",
+        b'{"argv": "sh -c id", "env": {}}',
+        b'{"argv": [], "env": {}}',
+        b'{"argv": ["id", 3], "env": {}}',
+        b'{"argv": ["id"], "env": {"A": 1}}',
+    ],
+)
+def test_bad_requests_are_refused(payload: bytes) -> None:
+    with pytest.raises(pl.ProtocolError):
+        pl.parse_request(payload)
+
+
+@pytest.fixture
+def agent() -> Iterator[int]:
+    srv = pl.server(0, TOKEN, "node-b")
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield srv.server_address[1]
+    srv.shutdown()
+    srv.server_close()
+
+
+def _talk(port: int, token: bytes, argv: list[str], cwd: str) -> list[tuple[bytes, bytes]]:
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        rfile = sock.makefile("rb")
+        kind, nonce = pl.read_frame(rfile)
+        assert kind == pl.HELLO
+        assert len(nonce) == 32
+        request = {"argv": argv, "env": {"PATH": os.environ["PATH"]}, "cwd": cwd}
+        body = json.dumps(request).encode()
+        sock.sendall(pl.frame(pl.REQUEST, body) + pl.frame(pl.AUTH, pl.proof(token, nonce, body)))
+        frames = []
+        while True:
+            try:
+                frames.append(pl.read_frame(rfile))
+            except EOFError:
+                return frames
+
+
+def test_a_wrong_token_is_refused_and_runs_nothing(agent: int, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    frames = _talk(agent, b"wrong" * 8, ["touch", str(marker)], str(tmp_path))
+    assert frames == [(pl.FAIL, b"authentication failed")]
+    assert not marker.exists()
+
+
+def test_argv_is_executed_without_a_shell(agent: int, tmp_path: Path) -> None:
+    marker = tmp_path / "injected"
+    evil = f"$(touch {marker}); `touch {marker}` | touch {marker}"
+    frames = _talk(agent, TOKEN, ["printf", "%s|", evil, "*"], str(tmp_path))
+    out = b"".join(p for k, p in frames if k == pl.OUT)
+    assert out == f"{evil}|*|".encode()  # every word as given, no expansion
+    assert frames[-1] == (pl.EXIT, b'{"status": 0}')
+    assert not marker.exists()
+
+
+def test_exit_status_and_missing_program(agent: int, tmp_path: Path) -> None:
+    frames = _talk(agent, TOKEN, ["sh", "-c", "echo oops >&2; exit 7"], str(tmp_path))
+    assert (pl.ERR, b"oops\n") in frames
+    assert json.loads(frames[-1][1]) == {"status": 7 << 8}
+    frames = _talk(agent, TOKEN, ["/no/such/prog"], str(tmp_path))
+    assert b"execve(): /no/such/prog: No such file or directory" in frames[0][1]
+    assert json.loads(frames[-1][1]) == {"status": 2 << 8}
+
+
+# --- srun's layout: the same as the local runner's ------------------------------------
+
+ALLOC = {
+    "SLURM_JOB_ID": "42",
+    "SLURM_JOB_NODELIST": "caldera-42-[0-1]",
+    "SLURM_NNODES": "2",
+    "SLURM_JOB_CPUS_PER_NODE": "4(x2)",
+    "SLURM_TASKS_PER_NODE": "1(x2)",
+    "SLURM_NTASKS": "2",
+    "SLURMD_NODENAME": "caldera-42-0",
+}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["hostname"],
+        ["-n", "4", "env"],
+        ["-N", "2", "hostname"],
+        ["-n1", "x"],
+        ["-N", "1", "-n", "3", "x"],
+        ["--ntasks-per-node=2", "x"],
+        ["-w", "caldera-42-1", "x"],
+        ["-n", "9", "x"],
+        ["-N", "3", "x"],
+        ["-c", "2", "-n", "4", "x"],
+        ["-n", "5", "-c", "2", "x"],
+        ["--ntasks-per-node=3", "-N2", "-n4", "x"],
+        ["--bogus", "x"],
+        ["-n", "zero", "x"],
+        ["-l"],
+        [
+            "--kill-on-bad-exit",
+            "--cpu-bind=none",
+            "--nodes=1",
+            "--nodelist=caldera-42-1",
+            "--ntasks=1",
+            "orted",
+            "-mca",
+            "ess",
+            "slurm",
+        ],
+    ],
+)
+def test_layout_matches_the_local_runner(argv: list[str]) -> None:
+    try:
+        step = plan_step(argv, ALLOC)
+        want: object = (
+            list(step.nodes),
+            list(step.tasks_per_node),
+            step.cpus_per_task,
+            list(step.warnings),
+            list(step.command),
+        )
+    except LayoutExit as exc:
+        want = (list(exc.lines), exc.status)
+    try:
+        opts, command = lp.parse(argv)
+        nodes, layout, cpt, warnings = lp.plan(opts, ALLOC)
+        got: object = (nodes, layout, cpt, warnings, command)
+    except lp.SrunExit as exc:
+        got = (list(exc.lines), exc.status)
+    assert got == want
+
+
+def test_task_environment_matches_the_local_runner() -> None:
+    nodes, layout = ["caldera-42-0", "caldera-42-1"], [3, 1]
+    for rank in range(4):
+        mine = lp.task_env(
+            ALLOC,
+            step_id=2,
+            nodes=nodes,
+            layout=layout,
+            rank=rank,
+            cpus_per_task=None,
+            opts={"label": None},
+        )
+        ids = TaskIds(rank, rank if rank < 3 else 0, 0 if rank < 3 else 1)
+        theirs = task_environment(
+            ALLOC, step_id=2, ntasks=4, nodes=nodes, tasks_on_nodes=layout, task=ids, label=True
+        )
+        theirs["SLURMD_NODENAME"] = nodes[ids.nodeid]  # srun.py sets it per task
+        assert {k: v for k, v in mine.items() if k in theirs} == theirs
+        assert mine["SLURMD_NODENAME"] == nodes[ids.nodeid] == mine["HOSTNAME"]
+    names = ["a1", "a2", "a3", "a5", "b", "c01", "c02"]
+    assert lp.compress(names) == compress_hostlist(names)
+    assert lp.expand("x-[0-2,5],y,z0[8-9]") == ["x-0", "x-1", "x-2", "x-5", "y", "z08", "z09"]
+    assert lp.compress_counts([2, 2, 2, 1]) == "2(x3),1"
+
+
+# --- a whole srun: this process's pod is caldera-42-0, the agent is caldera-42-1 ---------
+
+
+def _srun(
+    tmp_path: Path, port: int, *argv: str, token: bytes = TOKEN
+) -> subprocess.CompletedProcess[str]:
+    link = tmp_path / "srun"
+    if not link.exists():
+        link.symlink_to(REPO / "k8s_bridge" / "pod_launcher.py")
+    (tmp_path / "token").write_bytes(token)
+    (tmp_path / "hosts").write_text("127.0.0.1 caldera-42-1 caldera-42-1.caldera-42\n")
+    env = {
+        **os.environ,
+        **ALLOC,
+        "PYTHONPATH": str(REPO),
+        "TMPDIR": str(tmp_path),
+        "CALDERA_AGENT_PORT": str(port),
+        "CALDERA_TOKEN_FILE": str(tmp_path / "token"),
+        "CALDERA_HOSTS_FILE": str(tmp_path / "hosts"),
+        "CALDERA_HOSTS_WAIT": "2",
+    }
+    return subprocess.run(
+        [sys.executable, str(link), *argv],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_srun_runs_every_task_with_its_ids(agent: int, tmp_path: Path) -> None:
+    show = "echo $SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $SLURM_STEP_ID $SLURMD_NODENAME"
+    done = _srun(tmp_path, agent, "-l", "-n", "4", "sh", "-c", show)
+    assert done.returncode == 0, done.stderr
+    lines = sorted(done.stdout.splitlines())
+    assert lines == [
+        "0: 0 0 0 0 caldera-42-0",
+        "1: 1 1 0 0 caldera-42-0",
+        "2: 2 0 1 0 caldera-42-1",
+        "3: 3 1 1 0 caldera-42-1",
+    ]
+    again = _srun(tmp_path, agent, "-N", "2", "sh", "-c", show)
+    assert sorted(again.stdout.splitlines()) == ["0 0 0 1 caldera-42-0", "1 0 1 1 caldera-42-1"]
+
+
+def test_srun_exit_code_is_the_highest_and_failures_are_reported(
+    agent: int, tmp_path: Path
+) -> None:
+    done = _srun(tmp_path, agent, "sh", "-c", "exit $((SLURM_PROCID * 3 + 2))")
+    assert done.returncode == 5
+    assert done.stderr.splitlines() == [
+        "srun: error: caldera-42-1: task 1: Exited with exit code 5",
+        "srun: error: caldera-42-0: task 0: Exited with exit code 2",
+    ]
+    killed = _srun(tmp_path, agent, "-w", "caldera-42-1", "-n1", "sh", "-c", "kill -9 $$")
+    assert killed.returncode == 137
+    assert "task 0: Killed" in killed.stderr
+
+
+def test_srun_with_a_wrong_token_runs_nothing_remote(agent: int, tmp_path: Path) -> None:
+    done = _srun(tmp_path, agent, "-N", "2", "hostname", token=b"x" * 64)
+    assert done.returncode == 1
+    assert "task 1 launch failed: authentication failed" in done.stderr
+
+
+def test_srun_refuses_as_slurm_does(agent: int, tmp_path: Path) -> None:
+    done = _srun(tmp_path, agent, "-N", "3", "hostname")
+    assert (done.returncode, done.stderr) == (
+        1,
+        "srun: error: Only allocated 2 nodes asked for 3\n",
+    )
+
+
+# --- what the backend gives the pods (k8s_bridge/launch.py, render.py) ---------------
+
+
+def test_hosts_file_once_every_rank_has_an_address() -> None:
+    names = GangNames("caldera", 42)
+    assert launch.hosts_text(names, 2, {0: "10.79.1.5"}) is None
+    assert launch.hosts_text(names, 2, {0: "10.79.1.5", 1: None}) is None
+    assert launch.hosts_text(names, 1, {0: "10.79.1.5"}) is None  # no other rank to reach
+    text = launch.hosts_text(names, 2, {0: "10.79.1.5", 1: "10.79.2.7"})
+    assert text is not None
+    assert lp.parse_hosts(text + "# comment\n") == {
+        "caldera-42-0": "10.79.1.5",
+        "caldera-42-0.caldera-42": "10.79.1.5",
+        "caldera-42-1": "10.79.2.7",
+        "caldera-42-1.caldera-42": "10.79.2.7",
+    }
+
+
+def test_the_token_is_per_attempt_and_per_gateway_key() -> None:
+    key = b"k" * 32
+    first = launch.job_token(key, GangNames("caldera", 42))
+    assert first == launch.job_token(key, GangNames("caldera", 42))  # retries agree
+    assert len(first) == 64
+    assert first != launch.job_token(key, GangNames("caldera", 42, 1))
+    assert first != launch.job_token(key, GangNames("caldera", 43))
+    assert first != launch.job_token(b"x" * 32, GangNames("caldera", 42))
+    assert K8sOptions().launcher_key != K8sOptions().launcher_key  # random per process
+
+
+def test_pods_mount_the_launcher_and_a_private_token_and_workers_run_no_user_text() -> None:
+    script = "#!/bin/sh\necho $(id) `x`; srun hostname\n"
+    spec = JobSpec(name="a;b $(x)", workdir="/tmp", nodes_min=2)
+    req = GangRequest(
+        job_id=7,
+        spec=spec,
+        user="alice",
+        uid=1000,
+        gid=1234,
+        script=script,
+        environment={"PATH": "/opt/bin:/usr/bin"},
+        partition="k8s",
+        cluster="c",
+    )
+    gang = render_gang(req, K8sOptions(), GangMode.CALDERA)
+    token = gang.root["data"]["token"]
+    assert len(token) == 64
+    assert gang.root["data"]["hosts"] == ""
+    for rank, pod in enumerate(gang.pods):
+        spec_ = pod["spec"]
+        assert spec_["securityContext"]["fsGroup"] == 1234  # the job's group reads the token
+        job_items = next(v for v in spec_["volumes"] if v["name"] == "job")["configMap"]["items"]
+        assert {"key": "token", "path": "token", "mode": 0o400} in job_items
+        launcher = next(v for v in spec_["volumes"] if v["name"] == "launcher")["configMap"]
+        assert launcher["name"] == "caldera-launcher"
+        container = spec_["containers"][0]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["PATH"] == "/caldera/launch/bin:/opt/bin:/usr/bin"
+        if rank:
+            assert tuple(container["command"]) == launch.WORKER_COMMAND
+            assert token not in json.dumps(pod)  # the token only reaches the pod as a file
+    data = launch.launcher_configmap("caldera", "ns", "c")["data"]
+    assert data["launcher"] == (REPO / "k8s_bridge" / "pod_launcher.py").read_text()
+
+
+def test_the_shipped_files_need_only_the_standard_library(tmp_path: Path) -> None:
+    """Laid out as in a pod (no caldera package on the path): only the standard library and
+    the shipped plan module get imported."""
+    data = launch.launcher_configmap("caldera", "ns", "c")["data"]
+    (tmp_path / "lib" / "k8s_bridge").mkdir(parents=True)
+    (tmp_path / "lib" / "k8s_bridge" / "pod_launch_plan.py").write_text(data["launch-plan"])
+    (tmp_path / "launcher.py").write_text(data["launcher"])
+    probe = (
+        f"import sys, runpy; sys.path[:0] = [{str(tmp_path / 'lib')!r}]; "
+        f"runpy.run_path({str(tmp_path / 'launcher.py')!r}); "
+        "names = {m.split('.')[0] for m in sys.modules} - {'__main__'}; "
+        "print(sorted(names - set(sys.stdlib_module_names)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['k8s_bridge']"
+    assert "k8s_bridge.pod_launch_plan" in data["launcher"]
+
+
+def test_srun_forwards_signals_to_remote_tasks(agent: int, tmp_path: Path) -> None:
+    link = tmp_path / "srun"
+    link.symlink_to(REPO / "k8s_bridge" / "pod_launcher.py")
+    (tmp_path / "token").write_bytes(TOKEN)
+    (tmp_path / "hosts").write_text("127.0.0.1 caldera-42-1\n")
+    env = {
+        **os.environ,
+        **ALLOC,
+        "PYTHONPATH": str(REPO),
+        "TMPDIR": str(tmp_path),
+        "CALDERA_AGENT_PORT": str(agent),
+        "CALDERA_TOKEN_FILE": str(tmp_path / "token"),
+        "CALDERA_HOSTS_FILE": str(tmp_path / "hosts"),
+    }
+    task = "trap 'echo got-usr1; exit 3' USR1; echo ready; while :; do sleep 0.1; done"
+    argv = [sys.executable, str(link), "-w", "caldera-42-1", "-n1", "sh", "-c", task]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"ready\n"  # the remote task runs
+    proc.send_signal(signal.SIGUSR1)
+    out, err = proc.communicate(timeout=30)
+    assert out == b"got-usr1\n"
+    assert proc.returncode == 3, err
+
+
+def test_srun_without_an_address_for_a_rank_says_so(agent: int, tmp_path: Path) -> None:
+    (tmp_path / "hosts").write_text("")
+    link = tmp_path / "srun"
+    link.symlink_to(REPO / "k8s_bridge" / "pod_launcher.py")
+    env = {
+        **os.environ,
+        **ALLOC,
+        "PYTHONPATH": str(REPO),
+        "CALDERA_HOSTS_FILE": str(tmp_path / "hosts"),
+        "CALDERA_HOSTS_WAIT": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, str(link), "-N", "2", "true"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert done.stderr == f"srun: error: no address for caldera-42-1 in {tmp_path / 'hosts'}\n"
+
+
+def test_srun_chdir_applies_to_every_task(agent: int, tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    done = _srun(tmp_path, agent, "-D", "sub", "-N", "2", "pwd")
+    assert done.stdout.splitlines() == [str(tmp_path / "sub")] * 2, done.stderr

@@ -160,12 +160,14 @@ def bench_cycle(pending: int, nodes: int, idle: int, cycles: int, params: str) -
     print(f"SchedulerParameters={params!r}: {reg.backfill}")
     walls: list[float] = []
     cpus: list[float] = []
+    rounds: dict[bool, list[float]] = {True: [], False: []}  # with bf_interval: by kind
     for k in range(cycles):
         one = replace(snap, now=NOW + k)
         w, c = time.perf_counter(), time.thread_time()
         result = run_cycle(one, reg)
         cpus.append(time.thread_time() - c)
         walls.append(time.perf_counter() - w)
+        rounds[result.estimated].append(cpus[-1])
     print(
         f"cycle: starts={len(result.starts)} planned={len(result.planned)} "
         f"reasons={len(result.reasons)} decisions={_digest(result)}"
@@ -175,6 +177,14 @@ def bench_cycle(pending: int, nodes: int, idle: int, cycles: int, params: str) -
         f"p99={_pct(walls, 0.99):.3f}s max={max(walls):.3f}s | "
         f"cpu p50={statistics.median(cpus):.3f}s p99={_pct(cpus, 0.99):.3f}s"
     )
+    if reg.backfill.interval_s:  # the clock moves 1 s per cycle: one round per bf_interval
+        for kind, label in ((True, "with a round of estimates"), (False, "without")):
+            got = rounds[kind]
+            if got:
+                print(
+                    f"  {label}: {len(got)} cycles, cpu p50={statistics.median(got):.3f}s "
+                    f"p99={_pct(got, 0.99):.3f}s"
+                )
 
 
 def bench_swf(trace: Path, policies: str, nodes: int | None, prefix: int | None) -> None:

@@ -28,11 +28,12 @@ from containers.attempts import END_WAIT_S, SPAWN_GRACE_S, alive, end_run, job_l
 from containers.events import RunEvents, Tracked, unknown_run_event
 from containers.forkserver import ForkServerClient
 from containers.interpreter import shared_python
-from containers.launching import prepare, spawn, write_srun_shim
+from containers.launching import PROFILE_HOOK, prepare, spawn, write_profile_hook, write_srun_shim
 from containers.notify import ChangeListener
 from containers.planning import STEP_DIR_VAR, NodeSettings, plan_job
 from containers.proctrack import RECORD_FILE, attempt_name, namespace_for, select_tracker
 from containers.spool import JobResult, read_json, write_json
+from containers.suspend import request_pause
 from gateway.model.backend import BackendError, BackendEvent, Launch
 from gateway.model.cluster import ClusterState, Gpu, Node, NodeState, Partition
 from gateway.model.job import Job, Step
@@ -133,6 +134,8 @@ class LocalBackend:
             if os.geteuid() == 0:
                 path.chmod(0o711)
         write_srun_shim(self.spool / "bin", self.srun_python)
+        if not write_profile_hook():
+            log.info("no %s: login-shell scripts find no srun shim", PROFILE_HOOK)
         self._forks = ForkServerClient(self.spool, python)
         self._listener: ChangeListener | None = None
 
@@ -261,6 +264,14 @@ class LocalBackend:
             if info is not None and alive(info):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(info.pid, 15)
+
+    def suspend(self, job: Job) -> None:
+        """Stop every process of the job's run; returns once they are (containers/suspend.py)."""
+        request_pause(self.job_dir(job.job_id, job.restart_count), "suspend")
+
+    def resume(self, job: Job) -> None:
+        """Continue the stopped run (SIGCONT); its time limit clock runs again."""
+        request_pause(self.job_dir(job.job_id, job.restart_count), "resume")
 
     def update_time_limit(self, job: Job, minutes: int) -> None:
         """scontrol update TimeLimit= of a running job: its supervisor moves the deadline

@@ -1,6 +1,7 @@
 """Launching one run: its spool directory made safely, then its detached supervisor started.
 
-Also the `srun` shim in `<spool>/bin` that every job finds first on its PATH.
+Also the `srun` shim in `<spool>/bin` that every job finds first on its PATH, and the
+profile hook that puts it back when a login shell (`#!/bin/bash -l`) resets PATH.
 """
 
 from __future__ import annotations
@@ -14,7 +15,49 @@ from containers.forkserver import ForkServerClient, pythonpath
 from containers.spool import JobPlan, open_dir, write_json
 from gateway.model.backend import BackendError, Launch
 
-__all__ = ["prepare", "spawn", "write_srun_shim"]
+__all__ = [
+    "PROFILE_HOOK",
+    "SHIMS_DIR_VAR",
+    "SRUN_DIR_VAR",
+    "prepare",
+    "shims_dir",
+    "spawn",
+    "write_profile_hook",
+    "write_srun_shim",
+]
+
+SRUN_DIR_VAR = "CALDERA_SRUN_DIR"  # the shim's directory, in every job's environment
+PROFILE_HOOK = Path("/etc/profile.d/caldera-srun.sh")
+SHIMS_DIR_VAR = "CALDERA_SHIMS_DIR"  # the submitter's Caldera commands (scontrol...), if any
+SHIMS_MARKER = ".caldera-shims"  # what `caldera shims` leaves in its directory
+# /etc/profile sets PATH afresh and then sources /etc/profile.d/*.sh: on a Slurm node the
+# real srun is in that PATH, here the job's shim is not, so a login shell would find no srun
+# (or the machine's own Slurm srun). Static text: nothing in it comes from a user.
+_PROFILE_TEXT = f"""# Caldera: inside a job of Caldera's local backend, a login shell
+# (#!/bin/bash -l) has just reset PATH; put the job's srun first again, and
+# Caldera's other Slurm commands (scontrol...) the job was submitted with.
+if [ -n "${{{SRUN_DIR_VAR}:-}}" ] && [ -d "${SRUN_DIR_VAR}" ]; then
+  for caldera_dir in "${{{SHIMS_DIR_VAR}:-}}" "${SRUN_DIR_VAR}"; do
+    [ -n "$caldera_dir" ] && [ -d "$caldera_dir" ] || continue
+    case ":$PATH:" in
+      *":$caldera_dir:"*) ;;
+      *) PATH="$caldera_dir:$PATH" ;;
+    esac
+  done
+  unset caldera_dir
+  export PATH
+fi
+"""
+
+
+def shims_dir(path: str) -> str | None:
+    """The first directory of `path` holding Caldera's command shims (a login shell's
+    /etc/profile drops it, as it drops the job's srun)."""
+    for entry in path.split(":"):
+        if entry.startswith("/") and os.path.isfile(os.path.join(entry, SHIMS_MARKER)):
+            return entry
+    return None
+
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -81,3 +124,16 @@ def write_srun_shim(bin_dir: Path, srun_python: str) -> None:
         tmp.write_text(text)
         tmp.chmod(0o755)
         os.replace(tmp, shim)
+
+
+def write_profile_hook(path: Path = PROFILE_HOOK) -> bool:
+    """Install the login-shell hook (root, where the profile directory exists): False if not."""
+    if os.geteuid() != 0 or not path.parent.is_dir():
+        return False
+    if path.exists() and path.read_text() == _PROFILE_TEXT:
+        return True
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(_PROFILE_TEXT)
+    tmp.chmod(0o644)
+    os.replace(tmp, path)
+    return True

@@ -12,7 +12,8 @@ way, so it outlives the gateway and the fork server, even a SIGKILL of them. It:
   KillWait; TIMEOUT), delivers `--signal` ahead of the limit (to the batch shell with `B:`,
   else to the srun steps), enforces the memory limit like OverMemoryKill (sums the RSS of the
   job's processes; SIGKILL; OUT_OF_MEMORY with Slurm's SIG_OOM status), and serves requests
-  in `ctl/` (cancel, signal); SIGTERM to the supervisor itself cancels the job;
+  in `ctl/` (cancel, signal, suspend and resume: containers/suspend.py, the time limit clock
+  standing still while suspended); SIGTERM to the supervisor itself cancels the job;
 - writes the `batch` step and `result.json` (atomically), then exits.
 """
 
@@ -43,6 +44,7 @@ from containers.runner import (
 )
 from containers.spool import LOG_ONLY, JobPlan, JobResult, read_json, step_to_json, write_json
 from containers.steprecords import BATCH_STEP, CLOSED_STEPS, read_steps, srun_records
+from containers.suspend import Pause
 from gateway.model.job import Step, exit_code_pair, wait_status
 from gateway.model.state import JobState, Reason
 
@@ -77,6 +79,7 @@ class Supervisor:
         self.signal_sent = False
         self.max_rss_kb = 0
         self.io: OpenedIO | None = None
+        self.pause = Pause(jobdir)
 
     # --- messages into the job's stderr, as slurmstepd writes them ---------------------------
 
@@ -136,6 +139,8 @@ class Supervisor:
             elif action == "time_limit":  # scontrol update TimeLimit= of the running job
                 seconds = req.get("seconds")
                 self._set_limit(None if seconds is None else float(seconds))
+            elif action in ("suspend", "resume"):
+                self._resumed_after(self.pause.apply(runner, action, req.get("token"), now))
             elif action == "signal":
                 sig = int(req.get("signal", 0))
                 if sig <= 0:
@@ -230,6 +235,17 @@ class Supervisor:
             )
         self._finish(result)
 
+    def _resumed_after(self, paused_s: float) -> None:
+        """The time limit clock stood still while the job was suspended (as slurmctld moves
+        end_time on resume): the deadline and the --signal time move by the pause."""
+        if paused_s <= 0:
+            return
+        self.started += paused_s
+        if self.deadline is not None:
+            self.deadline += paused_s
+        if self.signal_at is not None:
+            self.signal_at += paused_s
+
     def _set_limit(self, limit_s: float | None) -> None:
         """The deadline (and the --signal time before it) for a limit counted from the start;
         a limit already passed ends the job at the next check, as Slurm does."""
@@ -249,7 +265,13 @@ class Supervisor:
                 return status
             now = time.time()
             self._serve(runner, now)
-            if self.signal_at is not None and now >= self.signal_at and plan.signal is not None:
+            stopped = self.pause.stopped  # suspended: neither the limit nor --signal is due
+            if (
+                not stopped
+                and self.signal_at is not None
+                and now >= self.signal_at
+                and plan.signal is not None
+            ):
                 sig, _, batch_only = plan.signal
                 if batch_only:
                     runner.signal_batch(sig)
@@ -258,7 +280,8 @@ class Supervisor:
                 self.signal_at = None
                 self.signal_sent = True
             deadline = self.deadline
-            if deadline is not None and now >= deadline and not (self.timed_out or self.cancelled):
+            due = deadline is not None and now >= deadline and not stopped
+            if due and not (self.timed_out or self.cancelled):
                 self.timed_out = True
                 self._say(
                     f"*** JOB {plan.job_id} ON {plan.node} CANCELLED AT {_stamp(now)} "

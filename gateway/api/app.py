@@ -31,6 +31,7 @@ from gateway.api.privacy import script_answer
 from gateway.api.site_doc import site_document
 from gateway.api.squeue_route import squeue_router
 from gateway.api.submit_clusters import cluster_choice, refusal, streams_on_cluster
+from gateway.api.suspend_routes import suspend_router
 from gateway.compat.clusters import ClusterSelectError
 from gateway.compat.errors import CompatError
 from gateway.compat.optypes import EarlyExit, ParseContext
@@ -322,6 +323,7 @@ def build_app(gw: Gateway) -> FastAPI:
     app.include_router(node_router(gw, _caller, site_document))
     app.include_router(squeue_router(gw, _caller, site_document))
     app.include_router(policy_router(gw, _caller))  # sacctmgr, sshare, sprio
+    app.include_router(suspend_router(gw, _caller, _targets, _results))  # scontrol suspend
     app.include_router(metrics_router(gw, _caller))  # /metrics, /v1/jobs/{id}/why
     app.include_router(dashboard_router(gw, caller_from_scope))  # /ui/, /v1/token
 

@@ -10,6 +10,7 @@ from gateway.backend.capabilities import (
     JobControl,
     NativeDependencies,
     PlacesItself,
+    Suspends,
     UpdatesTimeLimit,
     capabilities_of,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "JobControl",
     "NativeDependencies",
     "PlacesItself",
+    "Suspends",
     "UpdatesTimeLimit",
     "capabilities_of",
 ]

@@ -21,11 +21,13 @@ __all__ = [
     "Capabilities",
     "Closes",
     "EndsAttempts",
+    "EndsGracefully",
     "JobControl",
     "NativeDependencies",
     "Notifies",
     "PlacesItself",
     "PredictsStart",
+    "Suspends",
     "UpdatesTimeLimit",
     "Withdraws",
     "capabilities_of",
@@ -67,6 +69,20 @@ class EndsAttempts(Protocol):
         """End every process of the job's current run and return once they are confirmed
         gone (BackendError, retryable, when not confirmed in time). That run never starts
         afterwards, and the backend starts no later run while it is not confirmed gone."""
+        ...
+
+
+@runtime_checkable
+class EndsGracefully(Protocol):
+    """The backend can give a run a grace period of its own choosing: SIGTERM to its
+    processes now, SIGKILL once the grace is over. A preemption's GraceTime needs it where
+    a signal cannot be sent by itself (Kubernetes: a pod is only ever deleted, with a grace
+    period; its `cancel` would give the pod's own KillWait instead)."""
+
+    def end_gracefully(self, job: Job, grace_s: float) -> None:
+        """SIGTERM every process of the job's current run now and SIGKILL what is left
+        `grace_s` wall seconds later. Returns once asked, not once ended: `end_attempt`
+        or `cancel` still ends the run for the record. BackendError when not asked."""
         ...
 
 
@@ -135,6 +151,24 @@ class Notifies(Protocol):
         ...
 
 
+@runtime_checkable
+class Suspends(Protocol):
+    """The backend can stop a running job's processes and continue them later, keeping
+    the run (scontrol suspend/resume, PreemptMode=SUSPEND). Only the local runner can:
+    Slurm backends suspend through Slurm itself, Kubernetes has no way to stop a pod's
+    processes; without it `scontrol suspend` is refused and a SUSPEND preemption is
+    carried out as REQUEUE (CANCEL for a job that may not be requeued)."""
+
+    def suspend(self, job: Job) -> None:
+        """Stop every process of the job's current run; return once they are stopped
+        (BackendError: not stopped; `retryable` when it may work later)."""
+        ...
+
+    def resume(self, job: Job) -> None:
+        """Continue the stopped run; return once continued."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """The optional abilities of one backend (None: it has not got that one)."""
@@ -143,12 +177,14 @@ class Capabilities:
     control: JobControl | None = None
     time_limit: UpdatesTimeLimit | None = None
     ends_attempts: EndsAttempts | None = None
+    ends_gracefully: EndsGracefully | None = None
     native_dependencies: NativeDependencies | None = None
     accounting: Accounting | None = None
     closes: Closes | None = None
     predicts_start: PredictsStart | None = None
     withdraws: Withdraws | None = None
     notifies: Notifies | None = None
+    suspends: Suspends | None = None
 
 
 def capabilities_of(backend: Backend) -> Capabilities:
@@ -158,10 +194,12 @@ def capabilities_of(backend: Backend) -> Capabilities:
         control=backend if isinstance(backend, JobControl) else None,
         time_limit=backend if isinstance(backend, UpdatesTimeLimit) else None,
         ends_attempts=backend if isinstance(backend, EndsAttempts) else None,
+        ends_gracefully=backend if isinstance(backend, EndsGracefully) else None,
         native_dependencies=backend if isinstance(backend, NativeDependencies) else None,
         accounting=backend if isinstance(backend, Accounting) else None,
         closes=backend if isinstance(backend, Closes) else None,
         predicts_start=backend if isinstance(backend, PredictsStart) else None,
         withdraws=backend if isinstance(backend, Withdraws) else None,
         notifies=backend if isinstance(backend, Notifies) else None,
+        suspends=backend if isinstance(backend, Suspends) else None,
     )

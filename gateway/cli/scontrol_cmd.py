@@ -1,4 +1,5 @@
-"""`scontrol`: show job/node/partition, hold/release/requeue, update jobs, hostlists."""
+"""`scontrol`: show job/node/partition, hold/release/requeue, suspend/resume, update jobs,
+hostlists."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from dataclasses import replace
 from gateway.cli.common import GatewayError, call, cluster_from, fetch_jobs, site_from, write_out
 from gateway.cli.node_view import nodes_view, partition_extras
 from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
+from gateway.cli.progress import Ticker
 from gateway.compat.cnum import strtol
 from gateway.compat.duration import time_str_to_mins
+from gateway.compat.job_list_order import list_order
 from gateway.compat.options_help import SLURM_COMPAT_VERSION
 from gateway.model.job import Job
 from gateway.model.values import NO_VAL
@@ -131,9 +134,21 @@ def _show_jobs(rest: list[str], oneliner: bool, cluster: str | None = None) -> i
             raise _Fail("slurm_load_jobs error: Invalid job id specified")
         write_out("No jobs in the system\n")
         return 0
+    if rest and "_" not in rest[0]:
+        jobs = array_order(jobs, int(rest[0]))
+    elif not rest:
+        jobs = list_order(jobs)
     site = site_from(data)
     write_out("".join(show_job(j, now=now, site=site, one_liner=oneliner) for j in jobs))
     return 0
+
+
+def array_order(jobs: list[Job], job_id: int) -> list[Job]:
+    """An array's records as slurmctld packs them for its id: the record holding the
+    array's id first, then the tasks newest first (each split task heads its hash chain)."""
+    if not jobs or any(j.array_job_id != job_id for j in jobs):
+        return jobs
+    return sorted(jobs, key=lambda j: (j.job_id != job_id, -j.job_id))
 
 
 def _pending_task(job: Job, task: int) -> bool:
@@ -225,8 +240,12 @@ def _control(op: str, args: list[str]) -> int:
         "release": ("/v1/jobs/release", {"ids": ids}),
         "requeue": ("/v1/jobs/requeue", {"ids": ids}),
         "requeuehold": ("/v1/jobs/requeue", {"ids": ids, "hold_after": True}),
+        "suspend": ("/v1/jobs/suspend", {"ids": ids}),
+        "resume": ("/v1/jobs/resume", {"ids": ids}),
     }[op]
-    data = call("POST", url, body)
+    # a whole array (`scontrol release 113`, thousands of tasks) can take a while
+    with Ticker(f"{_PROG}: {op} {' '.join(ids)[:40]}".rstrip(), delay_s=0.5):
+        data = call("POST", url, body)
     return _report(data["results"], op)
 
 
@@ -385,6 +404,10 @@ def _run(words: list[str], oneliner: bool, cluster: str | None = None) -> int:
         return _ping()
     for op in ("requeuehold", "requeue", "release", "uhold", "hold"):
         if cmd == op:
+            return _control(op, rest)
+    # scontrol.c's minimal abbreviations: `su[spend]`, `res[ume]`
+    for op, shortest in (("suspend", 2), ("resume", 3)):
+        if _is(cmd, op, shortest):
             return _control(op, rest)
     if cmd in ("version",):
         write_out(f"slurm {SLURM_COMPAT_VERSION}\n")

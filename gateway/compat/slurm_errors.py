@@ -14,6 +14,8 @@ __all__ = ["SlurmErrno"]
 class SlurmErrno(Enum):
     """An ESLURM_* code and its message."""
 
+    # SLURM_UNEXPECTED_MSG_ERROR: what `scontrol suspend/resume` of an unknown id prints
+    UNEXPECTED_MSG = (1000, "Unexpected message received")
     INVALID_PARTITION_NAME = (2000, "Invalid partition name specified")
     DEFAULT_PARTITION_NOT_SET = (2001, "No partition specified or system default partition")
     ACCESS_DENIED = (2002, "Access/permission denied")
@@ -51,6 +53,7 @@ class SlurmErrno(Enum):
     JOB_FINISHED = (2084, "Job has already finished")
     JOB_NOT_RUNNING = (2085, "Job is not running")
     JOB_NOT_PENDING_NOR_RUNNING = (2086, "Job is not pending nor running")
+    JOB_NOT_SUSPENDED = (2087, "Job is not suspended")
     JOB_NOT_FINISHED = (2088, "Job is not finished")
     INTERNAL = (2090, "Slurm internal error, contact system administrator")
     INVALID_NICE = (2123, "Invalid --nice value")

@@ -125,6 +125,9 @@ class GatewayConfig:
     # slurm.conf Licenses (name, total) and EnforcePartLimits (NO, ANY, ALL)
     licenses: tuple[tuple[str, int], ...] = ()
     enforce_part_limits: str = "NO"
+    # slurm.conf AccountingStorageTRES: the TRES accounted beyond cpu, mem, node, billing...
+    # (gres/gpu:a100, license/matlab); None: not set, GPUs are (gateway/compat/tres.py)
+    accounting_storage_tres: tuple[str, ...] | None = None
     # the [local] table: `slurm_conf` names a slurm.conf whose nodes, partitions, licences,
     # DefMemPerCPU and EnforcePartLimits describe the local site (gateway/control/site.py)
     local: dict[str, Any] | None = None
@@ -187,6 +190,10 @@ def _coerce(name: str, value: Any) -> Any:
             raise ConfigError(f"caldera.toml: {exc}") from None
     if name == "operators":
         return frozenset(int(v) for v in value) | {0}
+    if name == "accounting_storage_tres":
+        from gateway.control.slurm_conf import tres_names
+
+        return tres_names(value if isinstance(value, str) else ",".join(value))
     if name in ("qos", "plugins"):
         return tuple(value)
     if name == "priority":
@@ -243,7 +250,22 @@ def load_config(home: Path | None = None, **overrides: Any) -> GatewayConfig:
         from gateway.control.site import from_slurm_conf
 
         values.update(from_slurm_conf(values["local"], values, path))
+    _check_preempt(path, values)
     return GatewayConfig(**values)
+
+
+def _check_preempt(path: Path, values: Mapping[str, Any]) -> None:
+    """The preemption settings together (each key alone was checked as it was read):
+    e.g. SUSPEND with preempt/qos, which Caldera refuses."""
+    from gateway.policy.preempt_rules import preempt_config
+
+    keys = ("preempt_type", "preempt_mode", "preempt_exempt_time")
+    try:
+        preempt_config({k: values[k] for k in keys if k in values})
+    except ValueError as exc:
+        local = values.get("local")
+        where = f"{path} (with {local['slurm_conf']})" if isinstance(local, dict) else path
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 _LOCAL_KEYS = {"name", "kind", "nodes", "partitions", "licenses", "enforce_part_limits"}

@@ -293,7 +293,7 @@ class Gateway:
         return await asyncio.to_thread(self.store.job_for_token, *key)
 
     def _test_only(self, job: Job) -> SubmitOutcome:
-        result = run_cycle(self._snapshot([job]), self.registry)
+        result = run_cycle(self._snapshot([job]), self.registry, estimates=False)
         first = result.starts[0] if result.starts else None
         return SubmitOutcome(None, "", test_only_message(job, first, self.clock()), 0)
 
@@ -389,7 +389,7 @@ class Gateway:
                 changed.append(self.ended(job, JobState.CANCELLED, reason=reason))
             elif job.reason is not reason:
                 changed.append(replace(job, reason=reason))
-        changed, replanned = apply_plan(changed, snap.pending, self.jobs.get, result.planned)
+        changed, replanned = apply_plan(changed, snap.pending, self.jobs.get, result)
         for job in replanned:  # in memory only: the plan is recomputed every cycle
             self.remember(job)
         starts = self.launcher.not_backed_off(result.starts, changed)

@@ -24,7 +24,17 @@ from gateway.model.job import Hold, Job
 from gateway.model.state import JobState, Reason
 from gateway.model.values import INFINITE, NO_VAL
 
-__all__ = ["OpResult", "apply_update", "cancel", "hold", "release", "requeue"]
+__all__ = [
+    "OpResult",
+    "apply_update",
+    "call_backend",
+    "cancel",
+    "hold",
+    "release",
+    "requeue",
+    "resolve_target",
+    "target_name",
+]
 
 log = logging.getLogger("caldera.ops")
 
@@ -41,7 +51,7 @@ def _allowed(job: Job, caller: Caller) -> bool:
     return caller.operator or job.uid == caller.uid
 
 
-def _resolve(changes: Changes, target: Target) -> list[tuple[Job, int | None]]:
+def resolve_target(changes: Changes, target: Target) -> list[tuple[Job, int | None]]:
     """(record, task index to split from a pending meta record, or None) per matched job."""
     members = changes.members(target.job_id)
     out: list[tuple[Job, int | None]] = []
@@ -66,7 +76,8 @@ def _resolve(changes: Changes, target: Target) -> list[tuple[Job, int | None]]:
     return out
 
 
-def _name(target: Target) -> str:
+def target_name(target: Target) -> str:
+    """The target as scontrol and scancel name it in their messages (`12`, `12_3`)."""
     if target.tasks is None:
         return str(target.job_id)
     if len(target.tasks) == 1:
@@ -87,9 +98,9 @@ async def cancel(
     await changes.load(targets)
     results: list[OpResult] = []
     for target in targets:
-        matched = _resolve(changes, target)
+        matched = resolve_target(changes, target)
         if not matched:
-            results.append(OpResult(_name(target), SlurmErrno.INVALID_JOB_ID))
+            results.append(OpResult(target_name(target), SlurmErrno.INVALID_JOB_ID))
             continue
         err: SlurmErrno | None = None
         for job, index in matched:
@@ -119,13 +130,13 @@ async def cancel(
             if signal is None:  # who cancels is recorded before the backend reports the end
                 changes.add(replace(job, cancelled_by=caller.uid))
             await changes.flush()
-            refused = await _call_backend(_cancel(gw, job, signal, batch_only))
+            refused = await call_backend(_cancel(gw, job, signal, batch_only))
             if refused is not None:
                 err = refused
                 now = gw.jobs.get(job.job_id)
                 if signal is None and now is not None and not now.state.is_finished:
                     changes.add(replace(now, cancelled_by=job.cancelled_by))
-        results.append(OpResult(_name(target), err))
+        results.append(OpResult(target_name(target), err))
     await changes.flush()
     return results
 
@@ -141,7 +152,7 @@ def _drop_task(changes: Changes, meta: Job, index: int) -> Job:
     return meta
 
 
-async def _call_backend(operation: Callable[[], object]) -> SlurmErrno | None:
+async def call_backend(operation: Callable[[], object]) -> SlurmErrno | None:
     """Run a backend's operation on a job off the event loop (it may talk to a cluster);
     a refusal comes back as the Slurm error it carries (`errno`), else as NOT_SUPPORTED
     (the backend cannot do it, e.g. a signal a pod cannot receive) or INTERNAL."""
@@ -169,7 +180,7 @@ async def _forward_hold(changes: Changes, job: Job, admin: bool) -> SlurmErrno |
     if control is None:
         return None
     await changes.flush()
-    return await _call_backend(lambda: control.hold(job, admin))
+    return await call_backend(lambda: control.hold(job, admin))
 
 
 async def _forward_release(changes: Changes, job: Job) -> SlurmErrno | None:
@@ -178,7 +189,7 @@ async def _forward_release(changes: Changes, job: Job) -> SlurmErrno | None:
     if control is None:
         return None
     await changes.flush()
-    return await _call_backend(lambda: control.release(job))
+    return await call_backend(lambda: control.release(job))
 
 
 async def _forward_time_limit(gw: Gateway, job: Job) -> SlurmErrno | None:
@@ -186,7 +197,7 @@ async def _forward_time_limit(gw: Gateway, job: Job) -> SlurmErrno | None:
     updates = gw.capabilities(job).time_limit if job.backend_id else None
     if updates is None:
         return None
-    return await _call_backend(lambda: updates.update_time_limit(job, job.time_limit))
+    return await call_backend(lambda: updates.update_time_limit(job, job.time_limit))
 
 
 async def hold(
@@ -212,9 +223,9 @@ async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> lis
     await changes.load(targets)
     results: list[OpResult] = []
     for target in targets:
-        matched = _resolve(changes, target)
+        matched = resolve_target(changes, target)
         if not matched:
-            results.append(OpResult(_name(target), SlurmErrno.INVALID_JOB_ID))
+            results.append(OpResult(target_name(target), SlurmErrno.INVALID_JOB_ID))
             continue
         err: SlurmErrno | None = None
         for job, index in matched:
@@ -246,7 +257,7 @@ async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> lis
                     priority=priority_for(job.job_id, job.spec.nice),
                 )
             )
-        results.append(OpResult(_name(target), err))
+        results.append(OpResult(target_name(target), err))
     await changes.flush()
     return results
 
@@ -260,9 +271,9 @@ async def requeue(
     try:
         await changes.load(targets)
         for target in targets:
-            matched = _resolve(changes, target)
+            matched = resolve_target(changes, target)
             if not matched:
-                results.append(OpResult(_name(target), SlurmErrno.INVALID_JOB_ID))
+                results.append(OpResult(target_name(target), SlurmErrno.INVALID_JOB_ID))
                 continue
             err: SlurmErrno | None = None
             for job, index in matched:
@@ -276,6 +287,7 @@ async def requeue(
                 if job.spec.requeue is False:
                     err = err or SlurmErrno.DISABLED
                     continue
+                was_suspended = job.state is JobState.SUSPENDED
                 if job.state.is_active:
                     await gw.launcher.settled(job.job_id)
                     job = changes.current(job)
@@ -293,8 +305,12 @@ async def requeue(
                 again = gw.requeued(job)
                 if hold_after:
                     again = replace(again, hold=Hold.USER, priority=0, reason=Reason.JOB_HELD_USER)
+                if was_suspended:  # slurmctld holds it for the operator (burst cluster)
+                    again = replace(
+                        again, hold=Hold.ADMIN, priority=0, reason=Reason.JOB_HELD_ADMIN
+                    )
                 changes.add(again)
-            results.append(OpResult(_name(target), err))
+            results.append(OpResult(target_name(target), err))
         await changes.flush()
     except BaseException:
         changes.abandon()  # nothing stored: the marks of runs being ended are lifted
@@ -308,7 +324,7 @@ async def _end_run(gw: Gateway, job: Job) -> SlurmErrno | None:
     no next run until it is confirmed gone); elsewhere a SIGKILL through cancel."""
     ends = gw.capabilities(job).ends_attempts
     if ends is None:
-        return await _call_backend(_cancel(gw, job, 9, False))
+        return await call_backend(_cancel(gw, job, 9, False))
     try:
         await asyncio.to_thread(ends.end_attempt, job)
     except BackendError as exc:  # not confirmed yet: the backend holds the next run back
@@ -344,9 +360,9 @@ async def _each(
     await changes.load(targets)
     results: list[OpResult] = []
     for target in targets:
-        matched = _resolve(changes, target)
+        matched = resolve_target(changes, target)
         if not matched:
-            results.append(OpResult(_name(target), SlurmErrno.INVALID_JOB_ID))
+            results.append(OpResult(target_name(target), SlurmErrno.INVALID_JOB_ID))
             continue
         err: SlurmErrno | None = None
         for job, index in matched:
@@ -368,7 +384,7 @@ async def _each(
             if index is not None:
                 job = _take_task(gw, job, index, changes)
             changes.add(change(job))
-        results.append(OpResult(_name(target), err))
+        results.append(OpResult(target_name(target), err))
     await changes.flush()
     return results
 
@@ -446,27 +462,27 @@ async def apply_update(
     """scontrol update JobId=... Key=Value...: all fields or none."""
     view = Changes(gw, "update", caller.uid)
     await view.load([target])
-    matched = _resolve(view, target)
+    matched = resolve_target(view, target)
     if not matched:
-        return OpResult(_name(target), SlurmErrno.INVALID_JOB_ID)
+        return OpResult(target_name(target), SlurmErrno.INVALID_JOB_ID)
     changed: list[Job] = []
     for job, _ in matched:
         job = gw.jobs.get(job.job_id, job)
         if not _allowed(job, caller):
-            return OpResult(_name(target), SlurmErrno.USER_ID_MISSING)
+            return OpResult(target_name(target), SlurmErrno.USER_ID_MISSING)
         if job.state.is_finished:
-            return OpResult(_name(target), SlurmErrno.JOB_FINISHED)
+            return OpResult(target_name(target), SlurmErrno.JOB_FINISHED)
         for key, value in fields.items():
             if key.lower() == "arraytaskthrottle" and target.tasks is not None:
                 continue  # a task has no array record: slurmctld ignores it
             out = _update_one(job, key, value, caller)
             if isinstance(out, SlurmErrno):
-                return OpResult(_name(target), out)
+                return OpResult(target_name(target), out)
             if key.lower() == "timelimit":
                 refused = await _forward_time_limit(gw, out)
                 if refused is not None:
-                    return OpResult(_name(target), refused)
+                    return OpResult(target_name(target), refused)
             job = out
         changed.append(job)
     await gw.commit(changed, "update", by=caller.uid, fields=dict(fields))
-    return OpResult(_name(target), None)
+    return OpResult(target_name(target), None)

@@ -2,7 +2,8 @@
 
 For each victim the cycle names (gateway/scheduler/preempt.py): a `preempt` event on the
 victim and a `preempting` event on the preemptor; with GraceTime, SIGTERM to every
-process of the victim (`preempt-signal`); once the grace is over, its run is ended and
+process of the victim (`preempt-signal`; a backend that `EndsGracefully` is given the grace
+itself, so Kubernetes deletes the pods with it); once the grace is over, its run is ended and
 confirmed gone (the backend's `EndsAttempts`, as a requeue does; else a SIGKILL), then the
 victim is recorded PREEMPTED (CANCEL) or requeued (REQUEUE) with a `preempt-end` event.
 Only then are its resources free, so the preemptor starts (`preempt-start`) no earlier
@@ -12,6 +13,17 @@ than its victims' runs have ended: the two never overlap. A privileged preemptor
 From the moment a victim is chosen its run is marked as being ended by the gateway, so
 what the backend reports about that run (a job that exits on its SIGTERM) stays out of the
 record: the preemption records how it ends.
+
+SUSPEND (preempt/partition_prio): the victim is stopped at once (no GraceTime), SUSPENDED
+with `preempt-suspend`; its preemptor then starts on its room (scheduler/preempt.py
+`Preemption.room`) while the victim keeps it, and once the preemptor has ended (or is
+cancelled before it starts) the victim continues (`preempt-resume`), RUNNING again with its
+time limit clock moved by the pause. A victim on a backend that cannot suspend
+(`Capabilities.suspends`: Slurm, Kubernetes) is requeued instead (cancelled if it may not
+be requeued). The victim's record says who stopped it (`Job.suspended_by`), so a gateway
+restart picks up the victims still suspended and resumes each when its preemptor ends. An
+operator may `scontrol resume` such a victim early, or `scontrol suspend` it again, which
+makes it the operator's: it is then not resumed when the preemptor ends.
 """
 
 from __future__ import annotations
@@ -24,11 +36,14 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
+from gateway.compat.slurm_errors import SlurmErrno
+from gateway.control.suspend import resume_run, suspend_run
 from gateway.control.will_evict import WILL_EVICT, WillEvict
 from gateway.model.backend import BackendError
 from gateway.model.cluster import Partition
 from gateway.model.job import Job
 from gateway.model.state import JobState, Reason
+from gateway.model.suspension import SUSPENDED_BY_OPERATOR, caldera_suspended
 from gateway.policy.model import PolicyState
 from gateway.policy.preempt_rules import (
     Mode,
@@ -62,7 +77,8 @@ class _Victim:
     run: int
     preemptor: int
     mode: Mode
-    deadline: float  # gateway clock: when the run is ended
+    deadline: float  # gateway clock: when the run is ended (SUSPEND: stopped)
+    stopped: bool = False  # SUSPEND: stopped, waiting for its preemptor to end
 
 
 class Preempter:
@@ -77,6 +93,7 @@ class Preempter:
         self.victims: dict[int, _Victim] = {}
         self.waiting: set[int] = set()  # preemptors whose victims were chosen
         self.will_evict = WillEvict(gw, self._notice_s, lambda: self.victims.keys())
+        self._recovered = False
 
     def _notice_s(self, preemptor: Job) -> int:
         """A privileged preemptor's WillEvict notice: its QOS's GraceTime."""
@@ -98,6 +115,7 @@ class Preempter:
         """The cycle's preemption input (None: preemption is off)."""
         if not self.cfg.enabled:
             return None
+        self._recover()
         ending: dict[int, set[int]] = {}
         for v in self.victims.values():
             ending.setdefault(v.preemptor, set()).add(v.job_id)
@@ -112,7 +130,20 @@ class Preempter:
             worth_asking=first,
             delayed=partial(privileged, state),
             marked=self.will_evict.marked(),
+            stopped=frozenset(v.job_id for v in self.victims.values() if v.stopped),
         )
+
+    def _recover(self) -> None:
+        """Once, after a (re)start: the victims the store says a preemptor suspended."""
+        if self._recovered:
+            return
+        self._recovered = True
+        for job in list(self.gw.jobs.active.values()):
+            by = job.suspended_by
+            if caldera_suspended(job) and by is not None and by != SUSPENDED_BY_OPERATOR:
+                self.victims[job.job_id] = _Victim(
+                    job.job_id, job.restart_count, by, Mode.SUSPEND, math.inf, stopped=True
+                )
 
     async def after_cycle(self, result: CycleResult) -> None:
         """Record the starts of preemptors, act on new victims, end those whose grace is
@@ -151,11 +182,17 @@ class Preempter:
         parts = self._parts()
         mode = mode_of(self.cfg, state, job, gw.config.job_requeue, parts)
         grace = grace_s(self.cfg, state, job, parts)
+        if mode is Mode.SUSPEND and gw.capabilities(job).suspends is None:
+            requeue = gw.config.job_requeue if job.spec.requeue is None else job.spec.requeue
+            mode = Mode.REQUEUE if requeue else Mode.CANCEL  # it cannot be stopped there
+        if mode is Mode.SUSPEND:
+            grace = 0  # stopped at once; its run goes on later
         now = gw.clock()
         deadline = now + grace * gw.config.time_scale  # job seconds, as time limits
         self.victims[vid] = _Victim(vid, job.restart_count, preemptor, mode, deadline)
         self.waiting.add(preemptor)
-        gw.ending_run(job)
+        if mode is not Mode.SUSPEND:
+            gw.ending_run(job)
         await self._events(
             [
                 StoredEvent(
@@ -169,13 +206,23 @@ class Preempter:
         )
         log.info("job %s preempts job %s (%s, grace %d s)", preemptor, vid, mode.value, grace)
         if grace > 0:
-            backend = gw.backend_for(job)
-            if backend is not None:
-                try:
-                    await asyncio.to_thread(backend.cancel, job, _SIGTERM, False)
-                except Exception as exc:  # noqa: BLE001 - the grace still ends it
-                    log.warning("SIGTERM to preempted job %s: %s", vid, exc)
+            await self._signal(job, deadline - now)
             await self._events([StoredEvent(vid, gw.clock(), "preempt-signal", {"signal": 15})])
+
+    async def _signal(self, job: Job, grace_wall_s: float) -> None:
+        """SIGTERM at the start of the grace. A backend that ends runs gracefully is told
+        the grace itself (Kubernetes deletes the pods with it; its `cancel` would give
+        them KillWait instead); elsewhere SIGTERM through `cancel`. Either way `_end` ends
+        the run for the record once the grace is over."""
+        graceful = self.gw.capabilities(job).ends_gracefully
+        backend = self.gw.backend_for(job)
+        try:
+            if graceful is not None:
+                await asyncio.to_thread(graceful.end_gracefully, job, grace_wall_s)
+            elif backend is not None:
+                await asyncio.to_thread(backend.cancel, job, _SIGTERM, False)
+        except Exception as exc:  # noqa: BLE001 - the grace still ends it
+            log.warning("SIGTERM to preempted job %s: %s", job.job_id, exc)
 
     def _requeued(self, job: Job) -> Job:
         """The victim back in the queue as slurmctld requeues it: eligible again only
@@ -188,15 +235,64 @@ class Preempter:
         return replace(out, spec=spec, reason=Reason.BEGIN_TIME, eligible_time=None)
 
     async def tick(self) -> None:
-        """End the victims whose grace is over (each cycle, pending jobs or not)."""
+        """End the victims whose grace is over, stop SUSPEND victims, resume those whose
+        preemptor has ended (each cycle, pending jobs or not)."""
         gw = self.gw
+        self._recover()
         await self.will_evict.tick()
         now = gw.clock()
         self.waiting = {
             j for j in self.waiting if (p := gw.jobs.get(j)) and p.state is JobState.PENDING
         }
         for victim in [v for v in self.victims.values() if v.deadline <= now]:
-            await self._end(victim)
+            if victim.mode is Mode.SUSPEND:
+                await self._stop(victim)
+            else:
+                await self._end(victim)
+        for victim in [v for v in self.victims.values() if v.stopped]:
+            await self._resume(victim)
+
+    async def _stop(self, victim: _Victim) -> None:
+        """SUSPEND: stop the victim's run (retried next cycle when not confirmed)."""
+        gw = self.gw
+        job = gw.jobs.get(victim.job_id)
+        if job is None or job.restart_count != victim.run or job.state is not JobState.RUNNING:
+            del self.victims[victim.job_id]  # ended, requeued or suspended by someone else
+            return
+        out = await suspend_run(gw, job, victim.preemptor)
+        if isinstance(out, SlurmErrno):
+            log.warning("preempted job %s not suspended yet: %s", victim.job_id, out.text)
+            return
+        if out.state_desc == WILL_EVICT:
+            out = replace(out, state_desc=None)
+        victim.stopped, victim.deadline = True, math.inf
+        gw.metrics.preempted(job.cluster, Mode.SUSPEND.value)
+        await gw.commit_or_log([out], "preempt-suspend", by=victim.preemptor)
+        gw.wake()
+
+    async def _resume(self, victim: _Victim) -> None:
+        """SUSPEND: continue the victim once its preemptor has ended (or never will start);
+        forget it when someone else resumed, re-suspended or ended it meanwhile."""
+        gw = self.gw
+        job = gw.jobs.get(victim.job_id)
+        if (
+            job is None
+            or job.restart_count != victim.run
+            or job.state is not JobState.SUSPENDED
+            or job.suspended_by != victim.preemptor
+        ):
+            del self.victims[victim.job_id]
+            return
+        pre = gw.jobs.get(victim.preemptor)
+        if pre is not None and (pre.state.is_active or victim.preemptor in self.waiting):
+            return  # still runs on the victim's room, or is about to
+        out = await resume_run(gw, job)
+        if isinstance(out, SlurmErrno):
+            log.warning("preempted job %s not resumed yet: %s", victim.job_id, out.text)
+            return
+        del self.victims[victim.job_id]
+        await gw.commit_or_log([out], "preempt-resume", by=victim.preemptor)
+        gw.wake()
 
     async def _end(self, victim: _Victim) -> None:
         gw = self.gw

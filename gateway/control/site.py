@@ -27,7 +27,7 @@ from gateway.model.cluster import ClusterState, Gpu, Node, NodeState, Partition
 from gateway.model.job import Job
 from gateway.model.jobspec import JobSpec, Sharing
 from gateway.model.values import INFINITE, NO_VAL
-from gateway.policy.preempt_rules import parse_mode
+from gateway.policy.preempt_rules import mode_text, parse_mode
 from gateway.scheduler.cycle import Decision
 from gateway.scheduler.licenses import valid_request
 from gateway.scheduler.part_limits import config_detail, fitting_nodes
@@ -74,7 +74,8 @@ def local_cluster(config: GatewayConfig) -> ClusterState:
             oversubscribe=p.oversubscribe,
             def_mem_per_cpu_mb=p.def_mem_per_cpu_mb,
             priority_tier=p.priority_tier,
-            preempt_mode=p.preempt_mode or parse_mode("preempt_mode", config.preempt_mode).name,
+            preempt_mode=p.preempt_mode
+            or mode_text(parse_mode("preempt_mode", config.preempt_mode, site=True)),
             grace_time_s=p.grace_time_s,
         )
         for p in config.partitions
@@ -485,6 +486,8 @@ def from_slurm_conf(
     }
     if conf.max_array_size is not None and "max_array_size" not in values:
         out["max_array_size"] = conf.max_array_size
+    if conf.accounting_storage_tres is not None and "accounting_storage_tres" not in values:
+        out["accounting_storage_tres"] = conf.accounting_storage_tres
     if conf.def_mem_per_cpu_mb and "def_mem_per_cpu_mb" not in values:
         out["def_mem_per_cpu_mb"] = conf.def_mem_per_cpu_mb
     for key, value in conf.preempt:  # PreemptType/Mode/ExemptTime, unless caldera.toml sets them

@@ -30,6 +30,7 @@ __all__ = [
     "parse_licenses",
     "parse_slurm_conf",
     "topology",
+    "tres_names",
 ]
 
 
@@ -88,6 +89,7 @@ class SlurmConf:
     max_array_size: int | None = None  # MaxArraySize; None: not set (Slurm's 1001)
     # PreemptType, PreemptMode, PreemptExemptTime as caldera.toml's preempt_* keys
     preempt: tuple[tuple[str, str], ...] = ()
+    accounting_storage_tres: tuple[str, ...] | None = None  # AccountingStorageTRES
 
 
 def _words(text: str) -> frozenset[str]:
@@ -155,6 +157,11 @@ def parse_gres(text: str) -> tuple[tuple[str, str | None, int], ...] | None:
             return None
         out.append((parts[0], parts[1] if len(parts) == 2 else None, count))
     return tuple(out)
+
+
+def tres_names(text: str) -> tuple[str, ...]:
+    """AccountingStorageTRES's names (`gres/gpu,gres/gpu:a100,license/matlab`), in order."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 def parse_licenses(text: str) -> tuple[tuple[str, int], ...] | None:
@@ -405,6 +412,8 @@ def _site(top: dict[str, tuple[str, str]]) -> dict[str, Any]:
         out["licenses"] = lic
     if "grestypes" in top:
         out["gres_types"] = tuple(t for t in top["grestypes"][0].split(",") if t)
+    if "accountingstoragetres" in top:
+        out["accounting_storage_tres"] = tres_names(top["accountingstoragetres"][0])
     if "defmempercpu" in top:
         text, where = top["defmempercpu"]
         out["def_mem_per_cpu_mb"] = _int("DefMemPerCPU", text, where)

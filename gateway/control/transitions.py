@@ -11,6 +11,7 @@ from dataclasses import replace
 from gateway.model.backend import BackendEvent, EventKind
 from gateway.model.job import HANDING, Job
 from gateway.model.state import JobState, Reason
+from gateway.model.suspension import caldera_suspended, ended_suspended
 
 __all__ = ["after_event", "ended", "requeued", "withdrawn"]
 
@@ -20,8 +21,8 @@ def ended(
 ) -> Job:
     """The job finished in `state` at `now`. An array's meta record keeps the set of tasks
     it held (Slurm shows the cancelled remainder as `12_[3-9%2]` in squeue and sacct); a
-    finished record starts none of them."""
-    return replace(
+    finished record starts none of them. A job that ends suspended counts its last pause."""
+    out = replace(
         job,
         state=state,
         reason=reason,
@@ -29,6 +30,7 @@ def ended(
         start_time=job.start_time or now,
         exit_code=exit_code,
     )
+    return ended_suspended(job, out)
 
 
 def requeued(job: Job, now: float) -> Job:
@@ -48,6 +50,10 @@ def requeued(job: Job, now: float) -> Job:
         backend_id=None,
         restart_count=job.restart_count + 1,
         exit_code=0,
+        suspend_time=None,
+        pre_sus_time=0,
+        suspended_s=0,
+        suspended_by=None,
     )
 
 
@@ -82,7 +88,7 @@ def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -
         state = ev.state or JobState.COMPLETED
         if state is JobState.NODE_FAIL and requeue:
             return requeued(job, now)
-        return replace(
+        out = replace(
             job,
             state=state,
             reason=ev.reason or Reason.NONE,
@@ -94,6 +100,7 @@ def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -
             # why the launch failed (the image could not be pulled...), as scontrol shows it
             state_desc=ev.message if ev.reason is Reason.JOB_LAUNCH_FAILURE else job.state_desc,
         )
+        return ended_suspended(job, out)
     if ev.kind is EventKind.LOST and handed:
         if requeue:
             return requeued(job, now)
@@ -106,6 +113,8 @@ def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -
         if own_id or not ev.backend_id:
             return None
         return replace(job, backend_id=ev.backend_id)
+    if ev.kind.mirrors_state and caldera_suspended(job):
+        return None  # the gateway stopped this run: the backend's view of it changes nothing
     if ev.kind.mirrors_state and not job.state.is_finished:
         # a backend that queues jobs itself (Slurm) reports its own state and reason
         changed = replace(job, backend_id=own_id or ev.backend_id or job.backend_id)

@@ -12,12 +12,15 @@ mark of a preemptor has run its notice, its victims are preempted as Slurm does
 
 Every step is an event in the jobs' histories: `will-evict` (victim: by, notice_s) and
 `will-evict-marked` (preemptor: victims); `will-evict-withdrawn` on both (why: started,
-ended, not-needed, victim-ended, stale). Marks live in memory: after a gateway restart
-the victims' WillEvict is cleared and marked again, with a new notice, where still needed.
+ended, not-needed, victim-ended, stale). A gateway restart keeps the notices: the marks
+are read back from the victims' last `will-evict` events (their preemptor, their notice,
+when it began), so a crash neither restarts a victim's notice nor ends it early; a mark
+whose preemptor is no longer pending is withdrawn as stale.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import replace
@@ -107,13 +110,12 @@ class WillEvict:
 
     async def _clear_stale(self) -> None:
         """Clear Reason=WillEvict where no mark stands behind it any more: a handed-over
-        victim that ended or was requeued meanwhile, or, once after a restart (marks
-        live in memory), every job the store still shows marked; the next cycle marks
-        again with a new notice what its preemptor still needs."""
+        victim that ended or was requeued meanwhile, or, after a restart, a job the store
+        still shows marked by a preemptor that is no longer pending."""
         gw = self.gw
         if not self._swept:
             self._swept = True
-            self.shown |= {j.job_id for j in gw.jobs.values() if j.state_desc == WILL_EVICT}
+            await self._restore()
         marked = {v for vs in self.marks.values() for v in vs}
         ending = set(self.being_preempted())
         stale: list[Job] = []
@@ -125,6 +127,32 @@ class WillEvict:
             if job is not None and job.state_desc == WILL_EVICT:
                 stale.append(replace(job, state_desc=None))
         await gw.commit_or_log(stale, "will-evict-withdrawn", why="stale")
+
+    async def _restore(self) -> None:
+        """Once, after a (re)start: the marks the store shows, with their first deadline."""
+        gw = self.gw
+        for job in [j for j in gw.jobs.values() if j.state_desc == WILL_EVICT]:
+            self.shown.add(job.job_id)
+            if not job.state.is_active:
+                continue
+            events = await asyncio.to_thread(gw.store.events, job.job_id)
+            last = next((e for e in reversed(events) if e.kind == "will-evict"), None)
+            if last is None:
+                continue
+            by, notice = last.detail.get("by"), last.detail.get("notice_s")
+            if not isinstance(by, int) or not isinstance(notice, int):
+                continue
+            preemptor = gw.jobs.get(by)
+            if preemptor is None or preemptor.state is not JobState.PENDING:
+                continue  # cleared below as stale
+            deadline = last.time + notice * gw.config.time_scale
+            self.marks.setdefault(by, {})[job.job_id] = deadline
+            log.info(
+                "job %s: WillEvict by %s restored (notice ends in %.1f s)",
+                job.job_id,
+                by,
+                deadline - gw.clock(),
+            )
 
     def _why(self, preemptor: int, started: set[int]) -> str:
         job = self.gw.jobs.get(preemptor)

@@ -11,7 +11,7 @@ from enum import Enum
 
 from gateway.model.values import INFINITE
 
-__all__ = ["ClusterState", "Gpu", "Nic", "Node", "NodeState", "Partition"]
+__all__ = ["UNAVAILABLE", "ClusterState", "Gpu", "Nic", "Node", "NodeState", "Partition"]
 
 
 class NodeState(Enum):
@@ -34,6 +34,10 @@ class NodeState(Enum):
     def short(self) -> str:
         """sinfo %t."""
         return self.value[1]
+
+
+# states in which a node takes no new work (the scheduler's filters, its reasons)
+UNAVAILABLE = frozenset({NodeState.DOWN, NodeState.DRAINED, NodeState.DRAINING})
 
 
 @dataclass(frozen=True, slots=True)

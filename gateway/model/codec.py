@@ -64,7 +64,8 @@ def job_to_dict(job: Job) -> dict[str, Any]:
     out["array_pending"] = _array_to(job.array_pending)
     out["nodes"] = list(job.nodes)
     out["placement"] = [
-        [p.node, p.tasks, p.cpus, p.memory_mb, list(p.gpus), list(p.nics)] for p in job.placement
+        [p.node, p.tasks, p.cpus, p.memory_mb, list(p.gpus), list(p.nics), p.gpu_type]
+        for p in job.placement
     ]
     return out
 
@@ -80,7 +81,7 @@ def job_from_dict(d: dict[str, Any]) -> Job:
         array_pending=_array_from(d.get("array_pending")),
         nodes=tuple(d.get("nodes", ())),
         placement=tuple(
-            RankPlacement(p[0], p[1], p[2], p[3], tuple(p[4]), tuple(p[5]))
+            RankPlacement(p[0], p[1], p[2], p[3], tuple(p[4]), tuple(p[5]), *p[6:7])
             for p in d.get("placement", ())
         ),
         **kwargs,

@@ -52,6 +52,7 @@ class RankPlacement:
     memory_mb: int
     gpus: tuple[int, ...] = ()  # GPU indices on that node
     nics: tuple[str, ...] = ()  # RDMA devices paired with those GPUs
+    gpu_type: str | None = None  # the node's GPU type (gres/gpu:<type> in TRES), if typed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,6 +109,14 @@ class Job:
     origin: str = ""
     route_note: str = ""
     route_start: float | None = None
+    # suspension (scontrol suspend, PreemptMode=SUSPEND; gateway/model/suspension.py), as
+    # slurmctld keeps it: the last suspend or resume (SuspendTime), the seconds run before
+    # the last suspend (SecsPreSuspend), the seconds spent suspended before the last resume
+    # (sacct Suspended), and who stopped it: SUSPENDED_BY_OPERATOR or the preemptor's id
+    suspend_time: float | None = None
+    pre_sus_time: int = 0
+    suspended_s: int = 0
+    suspended_by: int | None = None
 
     @property
     def is_array_meta(self) -> bool:

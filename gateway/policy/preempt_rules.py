@@ -4,7 +4,7 @@ the QOS's Preempt list, PreemptMode, PreemptExemptTime and GraceTime from sacctm
 caldera.toml holds the site settings at the top level, in slurm.conf's words:
 
     preempt_type = "preempt/qos"          # or "preempt/partition_prio", "preempt/none"
-    preempt_mode = "REQUEUE"              # or "CANCEL", "OFF"
+    preempt_mode = "REQUEUE"              # or "CANCEL", "OFF", "SUSPEND,GANG"
     preempt_exempt_time = "00:05:00"      # running at least this long before preemptible
 
 A QOS's PreemptMode (other than `cluster`) overrides the site's for its jobs as victims
@@ -15,6 +15,14 @@ caldera.toml's [[partitions]] priority_tier, preempt_mode, grace_time), and noth
 preempted when the site's mode is OFF (the plugin's PREEMPT_DATA_ENABLED). A job that may
 not be requeued (--no-requeue) is cancelled instead (Slurm does the same). A QOS with
 Caldera's `Privileged` flag is never a victim. Everything here is pure.
+
+SUSPEND (the victim is stopped while its preemptor runs on its room, and continues when the
+preemptor ends) is taken under preempt/partition_prio only, and the site's mode must then
+say GANG too, as slurmctld insists ("PreemptMode=SUSPEND requires GANG too"). slurmctld
+also takes SUSPEND,GANG with preempt/qos, where jobs of one partition then share their
+nodes by gang time-slicing; Caldera does no time-slicing, so it refuses that setting
+rather than do something else under its name. A QOS's own `preemptmode=suspend` is not
+used (the site's mode applies), for the same reason.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ __all__ = [
     "may_preempt",
     "may_preempt_any",
     "mode_of",
+    "mode_text",
     "parse_mode",
     "partition_tiers",
     "preempt_config",
@@ -56,6 +65,7 @@ class Mode(Enum):
     OFF = "off"
     CANCEL = "cancel"
     REQUEUE = "requeue"
+    SUSPEND = "suspend"  # preempt/partition_prio only; the local runner (else REQUEUE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,14 +82,26 @@ class PreemptConfig:
         return self.type != "preempt/none"
 
 
-def parse_mode(where: str, value: Any) -> Mode:
-    """A PreemptMode as slurm.conf writes it; ValueError naming `where` otherwise."""
+def parse_mode(where: str, value: Any, site: bool = False) -> Mode:
+    """A PreemptMode as slurm.conf writes it; ValueError naming `where` otherwise. The
+    site's (`site`) SUSPEND needs GANG beside it, as slurmctld requires."""
     words = [w.strip().lower() for w in str(value).split(",") if w.strip()]
+    gang = "gang" in words
     # GANG may accompany a mode in slurm.conf (PreemptMode=REQUEUE,GANG); it adds nothing here
     words = [w for w in words if w != "gang"] or ["off"]
     if len(words) != 1 or words[0] not in {m.value for m in Mode}:
-        raise ValueError(f"{where}: PreemptMode must be OFF, CANCEL or REQUEUE, not {value!r}")
+        raise ValueError(
+            f"{where}: PreemptMode must be OFF, CANCEL, REQUEUE or SUSPEND, not {value!r}"
+        )
+    if site and words[0] == Mode.SUSPEND.value and not gang:
+        raise ValueError(f"{where}: PreemptMode=SUSPEND requires GANG too")
     return Mode(words[0])
+
+
+def mode_text(mode: Mode) -> str:
+    """A mode as `scontrol show partition` prints the site's (GANG is implied by, and
+    required with, SUSPEND: slurmctld prints `GANG,SUSPEND`)."""
+    return "GANG,SUSPEND" if mode is Mode.SUSPEND else mode.name
 
 
 def preempt_config(values: Mapping[str, Any]) -> PreemptConfig:
@@ -88,7 +110,12 @@ def preempt_config(values: Mapping[str, Any]) -> PreemptConfig:
     kind = str(values.get("preempt_type", "preempt/none")).lower()
     if kind not in _TYPES:
         raise ValueError(f"preempt_type: one of {', '.join(_TYPES)}, not {kind!r}")
-    mode = parse_mode("preempt_mode", values.get("preempt_mode", "OFF"))
+    mode = parse_mode("preempt_mode", values.get("preempt_mode", "OFF"), site=True)
+    if mode is Mode.SUSPEND and kind == "preempt/qos":
+        raise ValueError(
+            "preempt_mode: SUSPEND is supported with preempt/partition_prio only, not with "
+            "preempt/qos (Slurm would time-slice the jobs of one partition: gang scheduling)"
+        )
     exempt = values.get("preempt_exempt_time", "0")
     mins = time_str_to_mins(str(exempt))
     if mins in (NO_VAL, INFINITE) or mins < 0:

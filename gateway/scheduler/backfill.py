@@ -32,14 +32,15 @@ import bisect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 
-from gateway.model.cluster import NodeState
+from gateway.model.cluster import UNAVAILABLE
 from gateway.model.job import Job, RankPlacement
 from gateway.model.jobspec import Sharing
-from gateway.model.values import INFINITE
 from gateway.scheduler.bf_params import BackfillParams
+from gateway.scheduler.bf_running import End, cluster_nodes, duration_s, running_index
 from gateway.scheduler.bf_timeline import Releases, Use, uses
-from gateway.scheduler.plugins import Registry
+from gateway.scheduler.plugins import Registry, node_test
 from gateway.scheduler.request import NodeRequest, on_partitions
 from gateway.scheduler.selection import Target
 from gateway.scheduler.snapshot import NodeFree, Snapshot
@@ -50,6 +51,10 @@ Chosen = tuple[Target, tuple[RankPlacement, ...]]
 # the cycle's placement on the first target that fits, on the free map given (mutated);
 # the flag says every node of the map already passed the filters for this request and target
 PlaceFn = Callable[[Job, NodeRequest, Sequence[Target], dict[str, NodeFree], bool], Chosen | None]
+
+_STATE = attrgetter("node.state")
+_NO_GPUS: frozenset[int] = frozenset()
+_UNAVAILABLE_IDS = frozenset(map(id, UNAVAILABLE))  # by identity: an Enum hashes in Python
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,18 +67,8 @@ class Planned:
     partition: str
 
 
-def duration_s(job: Job) -> float:
-    """Seconds a job may run (its time limit); infinite without one."""
-    if job.time_limit in (0, INFINITE):
-        return math.inf
-    return job.time_limit * 60.0
-
-
 def _exclusive(job: Job) -> bool:
     return job.spec.sharing is Sharing.EXCLUSIVE
-
-
-_UNAVAILABLE = frozenset({NodeState.DOWN, NodeState.DRAINED, NodeState.DRAINING})
 
 
 def _take(f: NodeFree, p: RankPlacement, exclusive: bool) -> NodeFree:
@@ -103,8 +98,8 @@ class Planner:
         self.blocked = False
         self._tested = 0
         self._seq = 0
-        self._ends: list[tuple[float, int, str, Use]] = []  # running shares by end
-        self._running: dict[str, list[Use]] = {}  # node -> running shares that end
+        self._ends: list[End] = []  # running shares by end
+        self._running: dict[str, tuple[Use, ...]] = {}  # node -> running shares that end
         self._binding: dict[str, list[Use]] = {}  # node -> reservations not to delay
         self._binding_start = math.inf
         self._binding_starts: list[float] = []
@@ -112,7 +107,6 @@ class Planner:
         self._hold_ends: list[float] = []
         self._reservations = 0
         self._estimates = 0
-        self._within: dict[str, frozenset[str]] = {}
         # memo: bumped by every start and reservation (what is free, and when, changed)
         self._version = 0
         self._no_start: dict[tuple[NodeRequest, tuple[Target, ...]], tuple[int, float]] = {}
@@ -132,11 +126,10 @@ class Planner:
         if self._indexed:
             return
         self._indexed = True
-        for job in self._snap.running:
-            dur = duration_s(job)
-            if job.start_time is None or dur == math.inf:
-                continue
-            self._track(job, job.placement, job.start_time, job.start_time + dur)
+        index = running_index(self._snap)  # kept across cycles (bf_running.py); not mutated
+        self._ends = list(index.ends)
+        self._running = dict(index.by_node)
+        self._seq = index.next_seq
         for job, placement, end in self._started:
             self._track(job, placement, self.now, end)
         self._ends.sort()  # by (end, seq): seq is unique, so no further field is compared
@@ -147,7 +140,8 @@ class Planner:
     def any_down(self) -> bool:
         """Whether some node is down or drained (read only when a job cannot start)."""
         if self._any_down is None:
-            self._any_down = any(f.node.state in _UNAVAILABLE for f in self._snap.free.values())
+            states = map(id, map(_STATE, self._snap.free.values()))
+            self._any_down = not _UNAVAILABLE_IDS.isdisjoint(states)
         return self._any_down
 
     def may_test(self) -> bool:
@@ -180,7 +174,8 @@ class Planner:
             view = self._pool
         else:
             view = self._view_now(end)
-            chosen = self._place(job, req, targets, view, False)
+            # a placement takes its nodes from the view: fewer nodes there, no placement
+            chosen = None if len(view) < req.nodes else self._place(job, req, targets, view, False)
         if chosen is None:
             self._no_start[shape] = (self._version, dur)
             return None
@@ -272,21 +267,13 @@ class Planner:
     ) -> None:
         """Remember a running job's shares, to give them back when it ends."""
         for node, use in uses(placement, _exclusive(job), start, end, self._snap.free):
-            self._running.setdefault(node, []).append(use)
+            self._running[node] = (*self._running.get(node, ()), use)
             entry = (end, self._seq, node, use)
             self._seq += 1
             if insort:
                 bisect.insort(self._ends, entry)
             else:
                 self._ends.append(entry)
-
-    def _nodes(self, cluster: str) -> frozenset[str]:
-        found = self._within.get(cluster)
-        if found is None:
-            c = self._snap.clusters.get(cluster)
-            found = frozenset(n.name for n in c.nodes) if c is not None else frozenset()
-            self._within[cluster] = found
-        return found
 
     def _earliest(
         self, job: Job, req: NodeRequest, target: Target, dur: float, horizon: float
@@ -295,13 +282,10 @@ class Planner:
         fits on `target` for its whole run, with the nodes it would get then. Nodes are
         released in end order and only those are re-checked, so a search costs the ends
         it walks, not the cluster's size."""
-        snap, filters = self._snap, self._reg.filters
         one = on_partitions(req, (target.partition,))
-        within = self._nodes(target.cluster)
+        within = cluster_nodes(self._snap, target.cluster)
         binding, pool = self._binding, self._pool
-
-        def ok(f: NodeFree) -> bool:
-            return all(p.fits(one, f, snap) for p in filters)
+        ok = node_test(self._reg.filters, one, self._snap)
 
         cands: set[str] = set()  # nodes that fit once what has ended by t is given back
         plain: dict[str, NodeFree] = {}  # those no binding reservation holds, as of t
@@ -431,19 +415,20 @@ class Planner:
         most that running jobs (those not ended yet) and reservations hold at once, per
         resource; GPUs held by anyone at any instant are not free."""
         node = now_free.node
-        every = frozenset(g.index for g in node.gpus)
+        every = frozenset(g.index for g in node.gpus) if node.gpus else _NO_GPUS
         hs = [h for h in holds.get(n, ()) if h.start < t1 and h.end > t0]
-        points = sorted({t0, *(h.start for h in hs if h.start > t0)})
-        running = self._running.get(n, ())
+        points = sorted({t0, *(h.start for h in hs if h.start > t0)}) if hs else (t0,)
+        now = self.now
+        running = [u for u in self._running.get(n, ()) if u.start <= now]  # may end by b
+        c0, m0 = node.cpus - now_free.cpus, node.memory_mb - now_free.memory_mb
+        g0 = every - now_free.gpus
         top_c = top_m = top_x = top_j = 0
         held: set[int] = set()
         for b in points:
-            c = node.cpus - now_free.cpus
-            m = node.memory_mb - now_free.memory_mb
-            g = set(every - now_free.gpus)
+            c, m, g = c0, m0, set(g0)
             x, jobs = now_free.exclusive_jobs, now_free.jobs
             for u in running:
-                if u.end <= b and u.start <= self.now:
+                if u.end <= b:
                     c, m, x, jobs = c - u.cpus, m - u.memory_mb, x - int(u.exclusive), jobs - 1
                     g -= u.gpus
             if jobs <= 0:

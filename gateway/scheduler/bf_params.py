@@ -4,7 +4,8 @@
 Slurm's names and units are kept so an operator's slurm.conf line carries over: bf_window
 in minutes, bf_resolution in seconds. Caldera adds `bf_mode` (easy, conservative, fcfs)
 `bf_depth` (how many blocked jobs hold a binding reservation in conservative mode;
-EASY is depth 1 by definition) and `bf_estimates` (how many more get an expected start),
+EASY is depth 1 by definition) and `bf_estimates` (how many more get an expected start,
+refreshed every `bf_interval` seconds when that is set, as slurmctld's backfill does),
 because Slurm's own backfill is always conservative up to
 bf_max_job_test while EASY is what most batch studies and Kubernetes users compare against.
 """
@@ -32,6 +33,15 @@ class BackfillParams:
     # bf_estimates: blocked jobs beyond the binding ones that get an expected start (squeue
     # --start); a replay that only needs decisions sets 0 and skips that work
     estimates: int = 1_000_000
+    # bf_interval: seconds between two rounds of those estimates (slurmctld's backfill runs
+    # every bf_interval, 30 s unless set, and only then updates StartTime); 0, Caldera's
+    # default, estimates in every cycle. Starts and the binding reservations are decided
+    # in every cycle either way.
+    interval_s: int = 0
+
+    def estimates_due(self, last: float | None, now: float) -> bool:
+        """Whether a cycle at `now` estimates again, the last round having been at `last`."""
+        return self.interval_s <= 0 or last is None or not 0 <= now - last < self.interval_s
 
     @property
     def binding(self) -> int:
@@ -49,6 +59,7 @@ _LIMITS = {
     "bf_max_job_test": (1, 1_000_000),
     "bf_depth": (1, 1_000_000),
     "bf_estimates": (0, 1_000_000),
+    "bf_interval": (1, 10800),  # seconds, Slurm's bounds
 }
 
 
@@ -80,6 +91,8 @@ def parse_scheduler_parameters(text: str) -> BackfillParams:
             params = replace(params, max_job_test=n)
         elif key == "bf_estimates":
             params = replace(params, estimates=n)
+        elif key == "bf_interval":
+            params = replace(params, interval_s=n)
         else:
             params = replace(params, depth=n)
     return params

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from gateway.model.cluster import Node
 from gateway.model.job import RankPlacement
+from gateway.scheduler.records import whole
 from gateway.scheduler.snapshot import NodeFree
 
 __all__ = ["Releases", "Step", "Use", "give_back", "round_up", "uses"]
@@ -85,7 +86,7 @@ def give_back(f: NodeFree, u: Use) -> NodeFree:
     node = f.node
     jobs = max(f.jobs - 1, 0)
     if jobs == 0:
-        return NodeFree(node, node.cpus, node.memory_mb, frozenset(g.index for g in node.gpus))
+        return whole(node)  # one record per node: searches give nodes back by the hundred
     return NodeFree(
         node,
         min(node.cpus, f.cpus + u.cpus),

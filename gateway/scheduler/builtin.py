@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from gateway.model.cluster import UNAVAILABLE
 from gateway.model.job import Hold, Job
 from gateway.model.state import Reason
 from gateway.model.values import INFINITE
@@ -19,6 +20,10 @@ from gateway.scheduler.request import NodeRequest, constraint_satisfied
 from gateway.scheduler.snapshot import NodeFree, Snapshot
 
 __all__ = ["DEFAULT_PLUGINS", "FACTORIES"]
+
+# the unavailable states by identity (members are singletons): an Enum's hash is a Python
+# call, and a reservation search asks about ~900 nodes
+_UNAVAILABLE_IDS = frozenset(map(id, UNAVAILABLE))
 
 
 class PriorityOrder:
@@ -107,9 +112,27 @@ class PartitionGate:
 
     name = "partition"
 
+    def __init__(self) -> None:
+        # verdicts of this cycle's snapshot by what they read: 100,000 pending jobs share
+        # a few hundred shapes, and judging each one was a third of a default cycle
+        self._snap: Snapshot | None = None
+        self._memo: dict[tuple[object, ...], Status] = {}
+
     def check(self, job: Job, snap: Snapshot) -> Status:
         """OK when some cluster's partition of the job's list admits the job; else the
         reason of the first partition named (as slurmctld reports for a -p a,b job)."""
+        spec = job.spec
+        if spec.hold:  # never_fits reads the whole request
+            return self._judge(job, snap)
+        if self._snap is not snap:
+            self._snap, self._memo = snap, {}
+        key = (job.partition, spec.time_limit, spec.nodes_min, spec.ntasks, spec.cpus_per_task)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self._judge(job, snap)
+        return found
+
+    def _judge(self, job: Job, snap: Snapshot) -> Status:
         refusals = [self._refusal(job, name, snap) for name in job.partition.split(",") if name]
         if refusals and all(r is not None for r in refusals):
             return refusals[0] or OK
@@ -143,6 +166,11 @@ class PartitionGate:
         return None if seen else Status(Code.WAIT, Reason.PARTITION_DOWN)
 
 
+def node_partitions_disjoint(asked: tuple[str, ...], of_node: tuple[str, ...]) -> bool:
+    """Whether a node is in none of the partitions asked."""
+    return not any(p in of_node for p in asked)
+
+
 class ResourceFit:
     """A node fits when it is in the partition and up, and has the cpus, memory and GPUs."""
 
@@ -150,22 +178,24 @@ class ResourceFit:
 
     def fits(self, req: NodeRequest, free: NodeFree, snap: Snapshot) -> bool:
         """Room for one node's share of the gang."""
-        node = free.node
-        if node.state.long in ("down", "drained", "draining"):
+        # the cheap and most selective tests first (a backfill search asks ~900 times)
+        if req.cpus > free.cpus or free.exclusive_jobs or (req.exclusive and not free.idle):
             return False
-        if req.partitions and not set(req.partitions) & set(node.partitions):
+        node = free.node
+        if id(node.state) in _UNAVAILABLE_IDS:
+            return False
+        parts = req.partitions
+        if parts and (
+            parts[0] not in node.partitions  # one partition: the common request
+            if len(parts) == 1
+            else node_partitions_disjoint(parts, node.partitions)
+        ):
             return False
         if req.nodelist and node.name not in req.nodelist:
             return False
         if node.name in req.exclude:
             return False
-        if not constraint_satisfied(req.constraint, node.features):
-            return False
-        if free.exclusive_jobs:
-            return False
-        if req.exclusive and not free.idle:
-            return False
-        if req.cpus > free.cpus:
+        if req.constraint and not constraint_satisfied(req.constraint, node.features):
             return False
         memory = req.memory_for(req.cpus, snap.def_mem_per_cpu_mb, node.memory_mb)
         if memory > free.memory_mb:

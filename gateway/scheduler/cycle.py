@@ -17,15 +17,18 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import lru_cache, partial
+from operator import attrgetter
 
 from gateway.compat.hostlist import compress
-from gateway.model.cluster import ClusterState, NodeState
+from gateway.model.cluster import UNAVAILABLE, ClusterState, NodeState
 from gateway.model.job import Job, RankPlacement
 from gateway.model.state import Reason
 from gateway.scheduler.backfill import Planned, Planner
-from gateway.scheduler.plugins import OK, Code, QueueOrder, Registry
+from gateway.scheduler.bf_running import cluster_nodes
+from gateway.scheduler.plugins import OK, Code, QueueOrder, Registry, node_test
 from gateway.scheduler.preempt import Preemption
+from gateway.scheduler.records import rank
 from gateway.scheduler.request import NodeRequest, on_partitions, spec_request, task_capacity
 from gateway.scheduler.selection import Target
 from gateway.scheduler.snapshot import NodeFree, Snapshot
@@ -57,8 +60,12 @@ class CycleResult:
     never: dict[int, Reason] = field(default_factory=dict)  # jobs that can never run
     descs: dict[int, str] = field(default_factory=dict)  # job id -> slurmctld's state_desc
     planned: dict[int, Planned] = field(default_factory=dict)  # job id -> expected start
+    # whether `planned` holds every blocked job's estimate (False: only the binding
+    # reservations; the others keep their last estimate until the next round, bf_interval)
+    estimated: bool = True
     # job id -> the running jobs it preempts: it starts once their runs have ended
     preempt: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    now: float = 0.0  # the cycle's clock (the time a job it first found eligible became so)
 
 
 class Statement:
@@ -71,9 +78,10 @@ class Statement:
     def allocate(
         self, name: str, cpus: int, memory: int, gpus: int, exclusive: bool
     ) -> tuple[int, ...]:
-        """Take resources on a node (tentatively); returns the GPU indices taken."""
+        """Take resources on a node (tentatively); returns the GPU indices taken (an
+        exclusive job takes them all, as slurmctld allocates it every GRES of the node)."""
         cur = self._free[name]
-        taken = tuple(sorted(cur.gpus)[:gpus]) if gpus else ()
+        taken = tuple(sorted(cur.gpus)[: None if exclusive else gpus]) if gpus or exclusive else ()
         self._pending.append((name, cur))
         # the constructor, not dataclasses.replace: a gang allocates once per rank
         self._free[name] = NodeFree(
@@ -108,15 +116,13 @@ def _candidates(
     """The nodes (of `within`, when given: the selected cluster's) that fit, best first;
     `checked`: every node of `free` is known to be of `within` and to pass the filters (a
     reservation search hands over only such nodes), so they are not asked again."""
-    filters, scores = reg.filters, reg.scores
+    scores = reg.scores
     nodes = free.values() if within is None else (f for f in free.values() if f.node.name in within)
     if checked:
         fits = list(free.values())
-    elif len(filters) == 1:  # the common registries: one call per node, no generator
-        fit = filters[0].fits
-        fits = [f for f in nodes if fit(req, f, snap)]
     else:
-        fits = [f for f in nodes if all(p.fits(req, f, snap) for p in filters)]
+        ok = node_test(reg.filters, req, snap)
+        fits = [f for f in nodes if ok(f)]
     if scores:
         fits.sort(key=lambda f: (-sum(s.score(req, f, snap) for s in scores), f.node.name))
     else:  # every score is 0: the order is the names'
@@ -124,8 +130,7 @@ def _candidates(
     return fits
 
 
-def _name(f: NodeFree) -> str:
-    return f.node.name
+_name = attrgetter("node.name")  # a sort key in C: candidates are sorted by the hundred
 
 
 def _place(
@@ -164,7 +169,7 @@ def _place(
         cpus = node.cpus if req.exclusive else fewer
         memory = req.memory_for(cpus, snap.def_mem_per_cpu_mb, node.memory_mb)
         gpus = stmt.allocate(node.name, cpus, memory, req.gpus, req.exclusive)
-        out.append(RankPlacement(node.name, tasks, cpus, memory, gpus))
+        out.append(rank(node, tasks, cpus, memory, gpus))  # shared when equal (records.py)
     stmt.commit()
     return tuple(out)
 
@@ -172,6 +177,7 @@ def _place(
 _DIGITS = re.compile(r"(\d+)")
 
 
+@lru_cache(maxsize=1 << 16)  # asked once per rank placed, of a site's few names
 def _node_order(name: str) -> tuple[tuple[int, str, int], ...]:
     """node2 before node10 (a site numbers its nodes; slurm.conf lists them in order)."""
     return tuple(
@@ -205,8 +211,8 @@ def _place_spread(
         node = f.node
         cpus = node.cpus if req.exclusive else tasks * req.cpus_per_task
         memory = req.memory_for(cpus, snap.def_mem_per_cpu_mb, node.memory_mb)
-        stmt.allocate(node.name, cpus, memory, 0, req.exclusive)
-        out.append(RankPlacement(node.name, tasks, cpus, memory, ()))
+        gpus = stmt.allocate(node.name, cpus, memory, 0, req.exclusive)
+        out.append(rank(node, tasks, cpus, memory, gpus))
     stmt.commit()
     return tuple(out)
 
@@ -219,11 +225,9 @@ _NODE_SETS: dict[tuple[str, ...], tuple[tuple[ClusterState, ...], frozenset[str]
 def _nodes_of(targets: Sequence[Target], snap: Snapshot) -> frozenset[str]:
     """The node names of the targets' clusters (their partitions are the request's);
     kept while the clusters' descriptions are the same objects (they are immutable)."""
-    if len(targets) == 1:  # one target (every placement try): no set to sort
-        only = targets[0].cluster
-        names: tuple[str, ...] = (only,) if only in snap.clusters else ()
-    else:
-        names = tuple(sorted({t.cluster for t in targets if t.cluster in snap.clusters}))
+    if len(targets) == 1:  # one target (every placement try): kept per description
+        return cluster_nodes(snap, targets[0].cluster)
+    names = tuple(sorted({t.cluster for t in targets if t.cluster in snap.clusters}))
     states = tuple(snap.clusters[c] for c in names)
     hit = _NODE_SETS.get(names)
     if hit is not None and all(a is b for a, b in zip(hit[0], states, strict=True)):
@@ -277,10 +281,25 @@ def place_now(
     return _place_on_targets(job, req, targets, free, reg, snap) is not None
 
 
-def run_cycle(snap: Snapshot, reg: Registry, preempt: Preemption | None = None) -> CycleResult:
+def run_cycle(
+    snap: Snapshot,
+    reg: Registry,
+    preempt: Preemption | None = None,
+    *,
+    estimates: bool | None = None,
+) -> CycleResult:
     """Decide which pending jobs start now, and why the others wait (with `preempt`: a
-    job that cannot start may name running jobs to preempt, scheduler/preempt.py)."""
-    result = CycleResult()
+    job that cannot start may name running jobs to preempt, scheduler/preempt.py).
+    `estimates`: whether blocked jobs get an expected start (None: when bf_interval says
+    a round is due, which this cycle then counts as the last)."""
+    params = reg.backfill
+    if estimates is None:
+        estimates = params.estimates_due(reg.estimated_at, snap.now)
+        if estimates:
+            reg.estimated_at = snap.now
+    if not estimates:
+        params = replace(params, estimates=0)
+    result = CycleResult(estimated=estimates, now=snap.now)
     free = dict(snap.free)
     order = reg.queue_order
     queue = sorted(snap.pending, key=partial(_key, order, snap)) if order else list(snap.pending)
@@ -303,7 +322,7 @@ def run_cycle(snap: Snapshot, reg: Registry, preempt: Preemption | None = None) 
     planner = Planner(
         snap,
         reg,
-        reg.backfill,
+        params,
         lambda j, r, t, f, checked: _place_on_targets(j, r, t, f, reg, snap, checked),
     )
     blocked = False
@@ -351,11 +370,15 @@ def run_cycle(snap: Snapshot, reg: Registry, preempt: Preemption | None = None) 
             if chosen is None and preempt is not None:
                 place = partial(_place_on_targets, job, req, targets, reg=reg, snap=snap)
                 claimed = preempt.attempt(job, free, place)
-                if claimed is not None:  # waits (Resources) for its victims to end
+                room = None if claimed is None else preempt.room(job.job_id, claimed[0], free)
+                chosen = None if room is None else place(room)  # SUSPEND: victims stopped
+                if claimed is not None and chosen is None:  # waits (Resources) for its victims
                     result.preempt[job.job_id] = claimed[0]
                     result.reasons[job.job_id] = Reason.RESOURCES
                     planner.hold(claimed[1], free)
                     break
+                if chosen is not None:  # on its stopped victims' room: none may take it
+                    planner.hold(chosen[1], free)
             if chosen is None:
                 result.reasons[job.job_id] = Reason.PRIORITY if blocked else Reason.RESOURCES
                 blocked = True
@@ -408,9 +431,6 @@ def _gated(job: Job, snap: Snapshot, reg: Registry) -> Reason | None:
     return None
 
 
-_UNAVAILABLE = frozenset({NodeState.DOWN, NodeState.DRAINED, NodeState.DRAINING})
-
-
 def _needs_unavailable(
     job: Job, req: NodeRequest, snap: Snapshot, reg: Registry, within: frozenset[str]
 ) -> str | None:
@@ -418,7 +438,7 @@ def _needs_unavailable(
     though it could with the drained or down ones (slurmctld's ESLURM_NODE_NOT_AVAIL,
     Reason=ReqNodeNotAvail, which does not block the jobs behind it): the unavailable nodes
     of its partition (of its -w list, when given), as slurmctld names them. Else None."""
-    down = [f.node for f in snap.free.values() if f.node.state in _UNAVAILABLE]
+    down = [f.node for f in snap.free.values() if f.node.state in UNAVAILABLE]
     if not down:
         return None
     empty = {

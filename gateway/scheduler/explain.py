@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from gateway.model.cluster import ClusterState, Node
+from gateway.model.cluster import UNAVAILABLE, ClusterState, Node
 from gateway.model.job import Hold, Job
 from gateway.model.state import JobState, Reason
 from gateway.model.values import INFINITE
@@ -92,7 +92,7 @@ def _gpus_usable(req: NodeRequest, node: Node, free: NodeFree) -> int:
 
 def _capable(req: NodeRequest, node: Node, def_mem: int) -> str | None:
     """Why this node could never take one share (None: it could, when empty)."""
-    if node.state.long in ("down", "drained", "draining"):
+    if node.state in UNAVAILABLE:
         return f"{node.state.long}" + (f" ({node.reason})" if node.reason else "")
     if req.nodelist and node.name not in req.nodelist:
         return "not in --nodelist"

@@ -12,6 +12,11 @@ fewest whole jobs rather than the lowest-priority ones; its victims are marked W
 first (gateway/control/will_evict.py), and a job marked for one preemptor is never taken
 by another.
 
+PreemptMode=SUSPEND: a victim stopped for its preemptor keeps its resources in the free map
+(it resumes there); `Preemption.room` gives its preemptor alone the free map with that room
+released, so the preemptor starts on it while the victim stays suspended, and no other job
+can take it. A suspended job is never a candidate for another preemptor.
+
 `choose_victims` is pure; `Preemption` is the cycle's per-cycle bookkeeping (a victim is
 claimed by one preemptor per cycle; the cycle keeps what a preemptor will use out of
 lower-priority jobs' reach meanwhile).
@@ -25,6 +30,7 @@ from itertools import combinations
 from typing import TypeVar
 
 from gateway.model.job import Job, RankPlacement
+from gateway.model.state import JobState
 from gateway.scheduler.request import node_request
 from gateway.scheduler.snapshot import NodeFree
 
@@ -83,6 +89,7 @@ def _candidates(
             r
             for r in running
             if r.state.is_active
+            and (r.state is not JobState.SUSPENDED or r.job_id in first)
             and r.placement
             and r.job_id != preemptor.job_id
             and any(p.node in free for p in r.placement)
@@ -182,6 +189,19 @@ class Preemption:
     # WillEvict (control/will_evict.py), and the marks standing (preemptor -> victims)
     delayed: Callable[[Job], bool] = lambda job: False
     marked: Mapping[int, frozenset[int]] = field(default_factory=dict)
+    # PreemptMode=SUSPEND: victims already stopped for their preemptor (in `ending`)
+    stopped: frozenset[int] = frozenset()
+
+    def room(
+        self, job_id: int, victims: Sequence[int], free: Mapping[str, NodeFree]
+    ) -> dict[str, NodeFree] | None:
+        """The free map the preemptor may start on now: with the room of its victims
+        released when every one of them is stopped for it (SUSPEND); None otherwise (it
+        waits for them to be stopped or ended)."""
+        mine = self.ending.get(job_id, frozenset())
+        if not victims or any(v not in self.stopped or v not in mine for v in victims):
+            return None
+        return released(free, [r for r in self.running if r.job_id in victims])
 
     def attempt(
         self,

@@ -56,9 +56,26 @@ class NamedPartitions:
 
     name = "named-partitions"
 
+    def __init__(self) -> None:
+        # per snapshot (its clusters are fixed), the targets per (clusters, partitions)
+        # asked: a cycle asks for every job it tests, and most jobs ask alike
+        self._memo: tuple[Snapshot | None, dict[tuple[tuple[str, ...], ...], Sequence[Target]]]
+        self._memo = (None, {})
+
     def targets(self, job: Job, snap: Snapshot) -> Sequence[Target]:
         """Every (cluster, partition) the job may use, in the order it named them (with
         `-M`: on the clusters it names, in that order)."""
+        held, memo = self._memo
+        if held is not snap:
+            memo = {}
+            self._memo = (snap, memo)
+        key = (job.spec.clusters, job.spec.partitions)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = self._targets(job, snap)
+        return found
+
+    def _targets(self, job: Job, snap: Snapshot) -> Sequence[Target]:
         by_fold = {name.casefold(): name for name in snap.clusters}  # as Slurm compares them
         named = [by_fold[c.casefold()] for c in job.spec.clusters if c.casefold() in by_fold]
         if [c.casefold() for c in job.spec.clusters] == ["all"]:

@@ -5,7 +5,7 @@ that cannot start marks the fewest running `low` jobs WillEvict: they keep runni
 Reason=WillEvict, receive no signal during the notice, and are preempted as Slurm does
 afterwards (SIGTERM, their own GraceTime, PREEMPTED). The marks are withdrawn, and the
 victims never signalled, when the preemptor is cancelled or starts because room freed up,
-and a mark left in the store by a crashed gateway is cleared by the next one.
+and a crashed gateway's marks are read back by the next one, notices unchanged.
 """
 
 from __future__ import annotations
@@ -165,29 +165,57 @@ def test_room_freeing_up_starts_the_preemptor_and_withdraws_the_marks(wgw: Gatew
     gw.ok(["scancel", str(second)])
 
 
-def test_a_restart_clears_a_mark_that_no_longer_stands(wgw: Gateway) -> None:
-    """Marks live in memory: after a crash the store still shows WillEvict; the restarted
-    gateway clears it, and marks again only what its preemptor still needs (here nothing:
-    room freed up while it was down)."""
-    gw = wgw
-    release = gw.workdir / "release"
-    first, _ = _low(gw, "first", until=release)
-    second, second_term = _low(gw, "second")
-    vip, stamp = _vip(gw)
-    _wait_reason(gw, second, ["RUNNING", "WillEvict"])
+def _crash(gw: Gateway) -> None:
     pid = _gateway_pid(gw)
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while _alive(pid):
         assert time.monotonic() < deadline, "the gateway did not die"
         time.sleep(0.05)
+
+
+def test_a_restart_keeps_the_notice_running(wgw: Gateway) -> None:
+    """A crash mid-notice neither gives the victim a new notice nor forgets the mark: the
+    restarted gateway reads it back from the store and preempts at the first deadline."""
+    gw = wgw
+    first, first_term = _low(gw, "first")
+    second, second_term = _low(gw, "second")
+    vip, stamp = _vip(gw)
+    _wait_reason(gw, second, ["RUNNING", "WillEvict"])
+    time.sleep(2.0)  # 2 s of the 5 s notice
+    _crash(gw)
+    restart(gw)
+    restarted = time.time()
+    assert gw.wait(second, ("PREEMPTED",))["state"] == "PREEMPTED"
+    termed = float(second_term.read_text().split()[0])
+    # a new notice would end 5 s after the restart; the first one ends within 3 s of it
+    assert termed - restarted < NOTICE_JOB_S * SCALE - 1.0
+    marks = [d for k, _, d in _events(gw, second) if k == "will-evict"]
+    assert [(d["by"], d["notice_s"]) for d in marks] == [(vip, NOTICE_JOB_S)]  # not again
+    assert "will-evict-withdrawn" not in _kinds(gw, second)
+    _started_at(stamp)
+    assert gw.wait(vip)["state"] == "COMPLETED"
+    assert not first_term.exists()
+    gw.ok(["scancel", str(first)])
+
+
+def test_a_restart_reads_back_a_mark_and_withdraws_it_when_room_freed_up(wgw: Gateway) -> None:
+    """After a crash the store still shows WillEvict; the restarted gateway reads the mark
+    back, and withdraws it when its preemptor starts in room that freed up meanwhile."""
+    gw = wgw
+    release = gw.workdir / "release"
+    first, _ = _low(gw, "first", until=release)
+    second, second_term = _low(gw, "second")
+    vip, stamp = _vip(gw)
+    _wait_reason(gw, second, ["RUNNING", "WillEvict"])
+    _crash(gw)
     release.touch()  # the first job ends while the gateway is down
     restart(gw)
     _started_at(stamp)
     assert gw.wait(vip)["state"] == "COMPLETED"
     _wait_reason(gw, second, ["RUNNING", "None"])
-    stale = [d for k, _, d in _events(gw, second) if k == "will-evict-withdrawn"]
-    assert [d["why"] for d in stale] == ["stale"]
+    withdrawn = [d for k, _, d in _events(gw, second) if k == "will-evict-withdrawn"]
+    assert [(d["by"], d["why"]) for d in withdrawn] == [(vip, "started")]
     assert not second_term.exists()
     assert gw.wait(first)["state"] == "COMPLETED"
     gw.ok(["scancel", str(second)])

@@ -168,6 +168,15 @@ def test_exclusive_jobs_take_the_whole_node():
     assert result.starts[0].placement[0].cpus == 4
 
 
+def test_exclusive_jobs_hold_every_gpu_of_their_nodes() -> None:
+    """slurmctld allocates an --exclusive job every GRES of its nodes (the test cluster's
+    AllocTRES: `gres/gpu=4` for `--exclusive -n1` on a 4-GPU node, `gres/gpu=6` for
+    `--gpus-per-node=1` on nodes of 2 and 4)."""
+    jobs = [make_job(1).exclusive().build(), make_job(2).gpus(1).exclusive().build()]
+    result = run_cycle(snap(jobs, nodes=2, gpus=4), REG)
+    assert [d.placement[0].gpus for d in result.starts] == [(0, 1, 2, 3), (0, 1, 2, 3)]
+
+
 def test_backfill_lets_a_short_job_run_when_it_ends_before_the_blocked_job_could_start():
     now = time.time()
     running = (

@@ -183,7 +183,30 @@ def _wire(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class _Quiet:
+    """No progress line (stderr is not a terminal): the context manager that does nothing."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 def _submit_call(client: FastClient, body: dict[str, Any]) -> Any:
+    """`_submit_once`, with a progress line on a terminal when the answer is slow: `-M a,b`
+    waits for the gateway to route the job (up to 3 s), as Slurm's sbatch asks each
+    cluster's planner before it answers. Nothing is imported for it off a terminal."""
+    progress: Any = _Quiet()
+    if posix.isatty(2):
+        from gateway.cli.progress import Ticker
+
+        progress = Ticker(f"{_PROG}: submitting", delay_s=0.5)
+    with progress:
+        return _submit_retrying(client, body)
+
+
+def _submit_retrying(client: FastClient, body: dict[str, Any]) -> Any:
     """POST /v1/sbatch with this invocation's token. When the connection ends after the
     request was sent (the gateway stopped or restarted: the job may be stored), send it
     again with `retry` until the gateway answers: it finds the token's job and answers with

@@ -139,6 +139,18 @@ def test_a_job_queued_by_slurm_moves_home_when_home_frees_up(
         assert len(runs) == 1, runs  # once, and not on a Slurm node
         assert not runs[0].startswith("node0"), runs
         assert "Routing=revoked on hpc" in _show(fed, job)
+        # the dashboard's job page and decision log show the move: routed to hpc, then
+        # revoked there and routed home
+        page = fed.api(f"/ui/api/jobs/{job}")
+        assert isinstance(page, dict)
+        kinds = [(r["kind"], r["from"], r["to"]) for r in page["routing"]]
+        assert ("route", None, "hpc") in kinds, kinds
+        assert ("revoke", "hpc", "home") in kinds, kinds
+        assert kinds.index(("route", None, "hpc")) < kinds.index(("revoke", "hpc", "home"))
+        log_page = fed.api("/ui/api/decisions")
+        assert isinstance(log_page, dict)
+        mine = [(r["kind"], r["from"]) for r in log_page["decisions"] if r["job_id"] == job]
+        assert ("revoke", "hpc") in mine, mine
     finally:
         cancel(*fillers)
 

@@ -8,6 +8,8 @@ import os
 import pty
 import time
 
+import pytest
+
 from gateway.cli.progress import Ticker, bar_line
 
 
@@ -81,3 +83,60 @@ def test_a_quick_call_draws_nothing() -> None:
     assert t.drawn == 0
     assert _read_all(leader) == ""
     os.close(leader)
+
+
+def test_scontrol_release_of_a_large_array_shows_progress_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gateway.cli import scontrol_cmd
+
+    def slow_call(method: str, url: str, body: object) -> dict[str, object]:
+        time.sleep(0.9)  # the gateway releasing thousands of tasks
+        return {"results": [{"id": "113", "error": None}]}
+
+    monkeypatch.setattr(scontrol_cmd, "call", slow_call)
+    leader, follower = pty.openpty()
+    with os.fdopen(follower, "w") as term:
+        monkeypatch.setattr("sys.stderr", term)
+        assert scontrol_cmd.main(["release", "113"]) == 0
+    text = _read_all(leader)
+    os.close(leader)
+    assert "scontrol: release 113" in text
+    assert text.endswith("\r")  # and the line is cleared afterwards
+
+
+def test_a_slow_sbatch_answer_shows_progress_on_a_terminal_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`sbatch -M a,b` waits while the gateway routes the job: a line on a terminal."""
+    from gateway.cli import sbatch_cmd
+
+    def slow(client: object, body: object) -> dict[str, object]:
+        time.sleep(0.9)
+        return {"job_id": 7}
+
+    monkeypatch.setattr(sbatch_cmd, "_submit_retrying", slow)
+    leader, follower = pty.openpty()
+    saved = os.dup(2)
+    try:
+        os.dup2(follower, 2)  # sbatch asks whether fd 2 is a terminal
+        with os.fdopen(follower, "w") as term:
+            monkeypatch.setattr("sys.stderr", term)
+            assert sbatch_cmd._submit_call(object(), {}) == {"job_id": 7}  # type: ignore[arg-type]
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    text = _read_all(leader)
+    os.close(leader)
+    assert "sbatch: submitting" in text
+    r, w = os.pipe()
+    saved = os.dup(2)
+    try:
+        os.dup2(w, 2)
+        assert sbatch_cmd._submit_call(object(), {}) == {"job_id": 7}  # type: ignore[arg-type]
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(w)
+    assert _read_all(r) == ""
+    os.close(r)

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from containers.docker_runner import job_labels, parse_mounts
+from containers.launching import SHIMS_DIR_VAR, SRUN_DIR_VAR, shims_dir
 from containers.proc import login_environment
 from containers.spool import ContainerPlan, JobPlan
+from containers.srun_io import KILL_WAIT_VAR
 from gateway.compat.filename import NO_TASK, PatternContext, default_output, expand_for_open
 from gateway.compat.job_env import batch_environment, submit_rlimits, submit_umask
 from gateway.model.backend import BackendError, Launch
@@ -68,11 +70,16 @@ def plan_job(launch: Launch, jobdir: Path, node: NodeSettings) -> JobPlan:
         slurm_conf=node.slurm_conf,
     )
     env[STEP_DIR_VAR] = str(jobdir / "steps")
+    env[KILL_WAIT_VAR] = str(node.kill_wait_s)
     if len({p.node for p in launch.placement}) > 1:
         # the job's nodes are virtual nodes of this one machine: OpenMPI's shared-memory
         # transport cannot span two of its daemons there (ranks crash in btl/vader), so
         # mpirun across them talks TCP unless the job chose its own transports
         env.setdefault("OMPI_MCA_btl", "self,tcp")
+    env[SRUN_DIR_VAR] = str(node.bin_dir)  # a login shell's /etc/profile.d hook reads it
+    shims = shims_dir(env.get("PATH", ""))
+    if shims is not None:
+        env[SHIMS_DIR_VAR] = shims
     env["PATH"] = f"{node.bin_dir}:{env.get('PATH', login.get('PATH', '/usr/bin:/bin'))}"
     ctx = PatternContext(
         job_id=job.job_id,

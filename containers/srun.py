@@ -7,37 +7,46 @@ SLURMD_NODENAME and its ranks (SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURM_
 the step's view (SLURM_STEP_*). That is also what OpenMPI's `mpirun` needs: under Slurm it
 starts one daemon per node with `srun --ntasks-per-node=1 --nodes=N --nodelist=...`.
 
-The exit status is the highest of the tasks' (a task killed by signal N counts as 128+N),
-as srun's; `-l` labels output lines with the task's rank; `-o/-e/-i` name per-task files;
-`--multi-prog` runs a program per rank. The step is recorded in the job's spool
-(`$CALDERA_STEP_DIR/N.json`) for sacct. `--mpi=pmix` is exported as SLURM_MPI_TYPE, but no
-PMIx server is started. Signals SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent
-to srun are forwarded to every task.
+The exit status is srun's: 128+N when a signal N (the highest) killed a task, else the
+highest exit code; `--kill-on-bad-exit` (`-K`) terminates the step's other tasks once one
+fails, with srun's and slurmstepd's lines; tasks' output is relayed in whole lines, as
+srun relays it (`-u`: straight through), `-l` labelling each with the task's rank;
+`-o/-e/-i` name per-task files; `--multi-prog` runs a program per rank. The step is
+recorded in the job's spool (`$CALDERA_STEP_DIR/N.json`) for sacct. `--mpi=pmix` is
+exported as SLURM_MPI_TYPE, but no PMIx server is started. Signals SIGINT, SIGTERM, SIGHUP,
+SIGQUIT, SIGUSR1 and SIGUSR2 sent to srun are forwarded to every task.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
 from containers.srun_io import (
+    KILL_WAIT_VAR,
     MultiProgError,
     allocate_step,
     describe_failures,
+    kill_on_bad_exit,
     multi_prog,
-    pump,
     record_step,
+    relay,
+    srun_status,
+    step_status,
     task_file,
 )
 from containers.srun_layout import SrunExit, Step, plan_step
+from containers.srun_spawn import Spawned
 from gateway.compat.job_env import TaskIds, task_environment
 from gateway.model.job import wait_status
 from gateway.model.state import JobState
@@ -79,16 +88,19 @@ class _Streams:
 
 
 def resolved(command: str, path: str, cwd: str) -> str:
-    """The program as srun hands it to slurmstepd (its search_path): a name with a slash
-    is taken relative to the working directory (`./prog` -> `/dir/./prog`), a bare name is
-    looked up in PATH; tasks then see that path as argv[0] (`/usr/bin/ls: cannot access`).
-    A name found nowhere stays as it is (execve's error names it so)."""
-    if "/" in command:
-        return command if command.startswith("/") else f"{cwd}/{command}"
-    for entry in path.split(":"):
-        base = entry or cwd
-        candidate = f"{base}/{command}" if base.startswith("/") else f"{cwd}/{base}/{command}"
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+    """The program as slurmstepd execs it (its _build_path): an absolute name as it is, a
+    name starting with `.` under the working directory (`./prog` -> `/dir/./prog`), any
+    other looked up in PATH's entries (the first that exists and is no directory; empty
+    entries are skipped). Tasks see that path as argv[0] (`/usr/bin/ls: cannot access`).
+    A name found nowhere stays as it is: execve then takes it relative to the working
+    directory, so a script there runs under its bare name."""
+    if command.startswith("/"):
+        return command
+    if command.startswith("."):
+        return f"{cwd}/{command}"
+    for entry in filter(None, path.split(":")):
+        candidate = f"{entry}/{command}"
+        if os.path.exists(candidate) and not os.path.isdir(candidate):
             return candidate
     return command
 
@@ -133,17 +145,23 @@ def _start_tasks(
         except OSError as exc:
             _kill_all(procs)
             raise SrunError(f"{exc.filename}: {exc.strerror}") from exc
-        piped = "label" in opts and out is None
+        # srun relays its tasks' output in whole lines (-u: as it comes, unlabelled)
+        piped = out is None and ("label" in opts or "unbuffered" not in opts)
         proc: _Task
+        stdout = subprocess.PIPE if piped else out
+        stderr = subprocess.PIPE if piped and err is None else err
         try:
-            proc = subprocess.Popen(
-                commands[rank],
-                env=task_env,
-                stdin=stdin,
-                stdout=subprocess.PIPE if piped else out,
-                stderr=subprocess.PIPE if piped and err is None else err,
-                process_group=0,
-            )
+            if commands[rank] and "/" not in commands[rank][0]:  # execve's, in the cwd
+                proc = Spawned(commands[rank], task_env, stdin, stdout, stderr)
+            else:
+                proc = subprocess.Popen(
+                    commands[rank],
+                    env=task_env,
+                    stdin=stdin,
+                    stdout=stdout,
+                    stderr=stderr,
+                    process_group=0,
+                )
         except OSError as exc:  # as slurmstepd's task: the error, then exit(errno)
             sys.stderr.write(
                 f"slurmstepd-{step.nodes[nodeid]}: error: execve(): {commands[rank][0]}: "
@@ -152,10 +170,11 @@ def _start_tasks(
             proc = _NotStarted(exc.errno or 1)
         procs.append(proc)
         if piped:
-            prefix = f"{rank:0{width}d}: ".encode()
-            for pipe, sink in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
+            prefix = f"{rank:0{width}d}: ".encode() if "label" in opts else b""
+            for pipe, sink in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
                 if pipe is not None:
-                    t = threading.Thread(target=pump, args=(pipe, sink, prefix, lock), daemon=True)
+                    args = (pipe, sink.fileno(), prefix, lock)
+                    t = threading.Thread(target=relay, args=args, daemon=True)
                     t.start()
                     pumps.append(t)
     return procs, pumps
@@ -183,45 +202,113 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     streams = _Streams(step, step_id, env)
+    forwarded: list[int] = []  # signals srun itself got (the job ending, as a rule)
     try:
         procs, pumps = _start_tasks(step, step_id, env, streams)
         base_record["task_pids"] = [p.pid for p in procs]
         record_step(record, base_record)
 
         def forward(signum: int, frame: Any) -> None:
-            for p in procs:
-                if p.pid:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(p.pid, signum)
+            forwarded.append(signum)
+            _signal_all(procs, signum)
 
         for sig in _FORWARDED:
             signal.signal(sig, forward)
-        statuses: list[int] = []
-        for p in procs:
-            code = p.wait()
-            statuses.append(wait_status(signal=-code) if code < 0 else wait_status(exit_code=code))
+        statuses, reported, told = _wait_tasks(step, step_id, procs, env)
+        deadline = time.monotonic() + 5  # a task's children may hold its pipes open
         for t in pumps:
-            t.join(timeout=5)
+            t.join(timeout=max(deadline - time.monotonic(), 0))
     finally:
         streams.close()
+    for line in told:
+        sys.stderr.write(line + "\n")
     for index in reversed(range(len(step.nodes))):  # srun reports the last node first
-        mine = {r: statuses[r] for r in range(ntasks) if step.node_of(r)[0] == index}
+        mine = {
+            r: statuses[r]
+            for r in range(ntasks)
+            if step.node_of(r)[0] == index and r not in reported
+        }
         for line in describe_failures(step.nodes[index], mine):
             sys.stderr.write(line + "\n")
+    # a task ended by SIGTERM or SIGKILL that srun did not pass on (slurmctld ending the
+    # whole job tells srun first, and it then says nothing)
+    if not forwarded and any(
+        s & 0x7F in (signal.SIGTERM, signal.SIGKILL) for s in statuses.values()
+    ):
+        sys.stderr.write(f"srun: Force Terminated StepId={_step_ident(env, step_id)}\n")
     sys.stderr.flush()
-    signalled = [s & 0x7F for s in statuses if s & 0x7F]
-    exits = [(s >> 8) & 0xFF for s in statuses if not s & 0x7F]
-    step_status = max(statuses)
-    if signalled:
+    status = step_status(step, statuses)
+    if status & 0x7F:
         state = JobState.CANCELLED
-        step_status = wait_status(signal=max(signalled))
-    elif any(exits):
+    elif status:
         state = JobState.FAILED
     else:
         state = JobState.COMPLETED
-    base_record.update(end_time=time.time(), exit_code=step_status, state=state.long)
+    base_record.update(end_time=time.time(), exit_code=status, state=state.long)
     record_step(record, base_record)
-    return max([*exits, *(128 + s for s in signalled)], default=0)
+    return srun_status(statuses)
+
+
+def _step_ident(env: dict[str, str], step_id: int) -> str:
+    return f"{env.get('SLURM_JOB_ID', '0')}.{step_id}"
+
+
+def _wait_tasks(
+    step: Step, step_id: int, procs: Sequence[_Task], env: dict[str, str]
+) -> tuple[dict[int, int], set[int], list[str]]:
+    """Every task's wait status, the ranks whose failure is told, and what srun tells of
+    the step's end. With --kill-on-bad-exit the first task to fail has srun terminate the
+    step, as slurmstepd does: SIGTERM to the tasks still running (SIGKILL after KillWait),
+    told as srun tells it (the failure, `Terminating StepId`, and the step's first node's
+    CANCELLED line when tasks still ran there: the test cluster's failure on node04 left
+    node03's line, one on node03 with no other task there none). The lines are written
+    once the tasks are gone: they share srun's stderr, where a line would split theirs."""
+    ended: queue.Queue[tuple[int, int]] = queue.Queue()
+    for rank, p in enumerate(procs):
+        threading.Thread(target=lambda r=rank, q=p: ended.put((r, q.wait())), daemon=True).start()
+    kill = kill_on_bad_exit(step.options, env)
+    statuses: dict[int, int] = {}
+    reported: set[int] = set()
+    told: list[str] = []
+
+    def take(rank: int, code: int) -> int:
+        statuses[rank] = wait_status(signal=-code) if code < 0 else wait_status(exit_code=code)
+        return statuses[rank]
+
+    while len(statuses) < len(procs):
+        rank, code = ended.get()
+        if not take(rank, code) or not kill or reported:
+            continue
+        reported.add(rank)
+        with contextlib.suppress(queue.Empty):  # the tasks that ended meanwhile are done
+            while True:
+                take(*ended.get_nowait())
+        running = [r for r in range(len(procs)) if r not in statuses and procs[r].pid]
+        grace = float(env.get(KILL_WAIT_VAR, "30"))
+        doomed = [procs[r] for r in running]
+        threading.Thread(target=_terminate, args=(doomed, grace), daemon=True).start()
+        told += describe_failures(step.nodes[step.node_of(rank)[0]], {rank: statuses[rank]})
+        ident = _step_ident(env, step_id)
+        told.append(f"srun: launch/slurm: _step_signal: Terminating StepId={ident}")
+        if any(step.node_of(r)[0] == 0 for r in running):
+            first, stamp = step.nodes[0], datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
+            told.append(
+                f"slurmstepd-{first}: error: *** STEP {ident} ON {first} CANCELLED AT {stamp} ***"
+            )
+    return statuses, reported, told
+
+
+def _terminate(procs: Sequence[_Task], grace: float) -> None:
+    """SIGCONT and SIGTERM to each task's process group, SIGKILL to those left after
+    `grace` seconds (slurmstepd's order, KillWait apart)."""
+    for sig in (signal.SIGCONT, signal.SIGTERM):
+        _signal_all(procs, sig)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if all(isinstance(p, _NotStarted) or p.poll() is not None for p in procs):
+            return
+        time.sleep(0.05)
+    _signal_all(procs, signal.SIGKILL)
 
 
 class _NotStarted:
@@ -238,14 +325,18 @@ class _NotStarted:
         return self.status
 
 
-_Task = subprocess.Popen[bytes] | _NotStarted
+_Task = subprocess.Popen[bytes] | Spawned | _NotStarted
 
 
 def _kill_all(procs: Sequence[_Task]) -> None:
+    _signal_all(procs, signal.SIGKILL)
+
+
+def _signal_all(procs: Sequence[_Task], sig: int) -> None:
     for p in procs:
         if p.pid:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, sig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

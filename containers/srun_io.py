@@ -21,13 +21,21 @@ from typing import IO, Any
 from containers.srun_layout import Step
 
 __all__ = [
+    "KILL_WAIT_VAR",
     "allocate_step",
     "describe_failures",
+    "kill_on_bad_exit",
     "multi_prog",
-    "pump",
     "record_step",
+    "relay",
+    "srun_status",
+    "step_status",
     "task_file",
 ]
+
+# KillWait in seconds, in every job's environment (containers.planning): how long srun
+# --kill-on-bad-exit waits between SIGTERM and SIGKILL
+KILL_WAIT_VAR = "CALDERA_KILL_WAIT"
 
 _SIGNAL_NAMES = {
     signal.SIGKILL: "Killed",
@@ -73,13 +81,54 @@ def record_step(path: Path | None, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def pump(stream: IO[bytes], out: IO[bytes], prefix: bytes, lock: threading.Lock) -> None:
-    """Copy a task's output line by line with its `-l` label."""
-    for line in iter(stream.readline, b""):
-        with lock:
-            out.write(prefix + line)
-            out.flush()
+# how much of one line a relay holds before writing it out unfinished (bounds memory)
+_LINE_LIMIT = 1 << 20
+
+
+def relay(stream: IO[bytes], sink: int, prefix: bytes, lock: threading.Lock) -> None:
+    """Copy a task's output to srun's own `sink` in whole lines, as srun relays its tasks'
+    output (each line with its `-l` label, if any), so that tasks writing at the same
+    moment never split each other's lines. Reads what is there (big outputs go through
+    in large writes); the last unfinished line is written at the end of the stream."""
+    fd, held = stream.fileno(), b""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        held += chunk
+        cut = held.rfind(b"\n") + 1
+        if not cut and len(held) < _LINE_LIMIT:
+            continue
+        cut = cut or len(held)
+        lines, held = held[:cut], held[cut:]
+        _write(sink, _labelled(lines, prefix), lock)
+    if held:
+        _write(sink, _labelled(held, prefix), lock)
     stream.close()
+
+
+def _labelled(data: bytes, prefix: bytes) -> bytes:
+    if not prefix:
+        return data
+    lines = data.splitlines(keepends=True)
+    return b"".join(prefix + line for line in lines)
+
+
+def _write(sink: int, data: bytes, lock: threading.Lock) -> None:
+    """All of `data` at once (no other task's line in between); a closed sink drops it,
+    the task still ends as it would."""
+    with lock:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(sink, view) :]
+            except InterruptedError:
+                continue
+            except OSError:
+                return
 
 
 def task_file(
@@ -169,3 +218,45 @@ def _ranks(ranks: list[int]) -> str:
     if len(ranks) > 1 and ranks == list(range(ranks[0], ranks[-1] + 1)):
         return f"{ranks[0]}-{ranks[-1]}"
     return ",".join(map(str, ranks))
+
+
+def kill_on_bad_exit(options: Mapping[str, str | None], env: Mapping[str, str]) -> bool:
+    """srun's -K[0|1]: the option (no value: 1), else SLURM_KILL_BAD_EXIT, else slurm.conf's
+    KillOnBadExit (0 on the sites Caldera runs: it has no such setting)."""
+    if "kill-on-bad-exit" in options:
+        value = options["kill-on-bad-exit"]
+        return value is None or _c_int(value) != 0
+    return _c_int(env.get("SLURM_KILL_BAD_EXIT", "0")) != 0
+
+
+def _c_int(text: str) -> int:
+    """strtol's reading: the leading digits (none: 0)."""
+    m = re.match(r"\s*[-+]?\d+", text)
+    return int(m.group()) if m else 0
+
+
+def step_status(step: Step, statuses: Mapping[int, int]) -> int:
+    """The step's exit status as slurmctld records it (sacct's ExitCode; its State follows:
+    a signal is CANCELLED, a code FAILED). Each node's slurmstepd reports the first of its
+    tasks killed by a signal, else its last task's status (22.05's `_get_exit_code` keeps
+    the last, not the highest: tasks 0 exit 3 and 1 exit 0 on one node give 0:0, as the
+    test cluster shows); slurmctld keeps the highest node's."""
+    per_node: dict[int, int] = {}
+    signalled: set[int] = set()
+    for rank in sorted(statuses):
+        node, status = step.node_of(rank)[0], statuses[rank]
+        if node in signalled:
+            continue
+        per_node[node] = status
+        if status & 0x7F:
+            signalled.add(node)
+    return max(per_node.values(), default=0)
+
+
+def srun_status(statuses: Mapping[int, int]) -> int:
+    """srun's own exit status: 128 + the highest signal that killed a task, else the
+    highest exit code (a signal outranks any code, as launch/slurm keeps it)."""
+    signals = [s & 0x7F for s in statuses.values() if s & 0x7F]
+    if signals:
+        return 128 + max(signals)
+    return max(((s >> 8) & 0xFF for s in statuses.values()), default=0)

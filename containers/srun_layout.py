@@ -19,7 +19,7 @@ from gateway.compat.getopt import CmdSpec, scan
 from gateway.compat.hostlist import expand
 from gateway.compat.optypes import Arg
 
-__all__ = ["Allocation", "SrunExit", "Step", "allocation_from_env", "plan_step"]
+__all__ = ["Allocation", "SrunExit", "Step", "allocation_from_env", "env_options", "plan_step"]
 
 _R, _N, _O = Arg.REQUIRED, Arg.NONE, Arg.OPTIONAL
 # srun's options that a step inside an allocation uses or accepts (name, short, argument);
@@ -73,6 +73,27 @@ _CPU_BIND_WORDS = frozenset(
 # these take a list after them (map_cpu:0,1)
 _CPU_BIND_MAPS: tuple[str, ...] = ("map_cpu", "mapcpu", "mask_cpu", "maskcpu", "map_ldom")
 _CPU_BIND_MAPS += ("mapldom", "mask_ldom", "maskldom")
+# the name each spelling goes by in srun's errors
+_CPU_BIND_NAMES = {
+    **{k: "map_cpu" for k in ("map_cpu", "mapcpu")},
+    **{k: "mask_cpu" for k in ("mask_cpu", "maskcpu")},
+    **{k: "map_ldom" for k in ("map_ldom", "mapldom")},
+    **{k: "mask_ldom" for k in ("mask_ldom", "maskldom")},
+}
+# srun 22.05's env_vars that set an option of _TABLE; SLURM_KILL_BAD_EXIT is read with -K
+# (srun_io.kill_on_bad_exit); SLURM_NTASKS, SLURM_JOB_NUM_NODES and the like describe the
+# allocation (allocation_from_env); SLURM_CPUS_PER_TASK is not read by 22.05's srun
+_ENV_OPTIONS = (
+    ("SRUN_CPUS_PER_TASK", "cpus-per-task"),
+    ("SLURM_CPU_BIND", "cpu-bind"),
+    ("SLURM_LABELIO", "label"),
+    ("SLURM_UNBUFFEREDIO", "unbuffered"),
+    ("SLURM_STDOUTMODE", "output"),
+    ("SLURM_STDERRMODE", "error"),
+    ("SLURM_STDINMODE", "input"),
+    ("SLURM_WAIT", "wait"),
+)
+_ENV_FLAGS = frozenset({"label", "unbuffered"})
 # what srun prints for any --cpu-bind when TaskPlugin is task/none (the test cluster's, and
 # the local backend's: it binds nothing)
 NO_CPU_BINDING = "srun: cluster configuration lacks support for cpu binding"
@@ -170,14 +191,28 @@ def _split(tasks: int, nodes: int) -> tuple[int, ...]:
     return tuple(base + (1 if i < extra else 0) for i in range(nodes))
 
 
-def parse(argv: Sequence[str]) -> tuple[dict[str, str | None], tuple[str, ...]]:
-    """Options (last one wins, as srun's) and the command; srun's errors as it prints them."""
+def env_options(env: Mapping[str, str]) -> dict[str, str | None]:
+    """The options srun takes from its environment before its command line (its env_vars
+    table), for those a step uses and the batch environment does not already describe."""
+    options: dict[str, str | None] = {}
+    for var, option in _ENV_OPTIONS:
+        if var in env:
+            options[option] = None if option in _ENV_FLAGS else env[var]
+    return options
+
+
+def parse(
+    argv: Sequence[str], env: Mapping[str, str] | None = None
+) -> tuple[dict[str, str | None], tuple[str, ...]]:
+    """Options (the environment's, then the command line's; last one wins, as srun's) and
+    the command; srun's errors as it prints them."""
     scanned = scan(["srun", *argv], _SPECS, permute=False)
     if scanned.error is not None:
         raise SrunExit(
             [f"srun: {scanned.error.text}", 'Try "srun --help" for more information'], 255
         )
-    options = {str(spec.val): value for spec, value in scanned.items}
+    options = env_options(env or {})
+    options.update((str(spec.val), value) for spec, value in scanned.items)
     if "exclusive" in options and "overlap" in options:
         raise SrunExit(["srun: error: --exclusive and --overlap are mutually exclusive"])
     _check_values(options)
@@ -193,19 +228,78 @@ def _check_values(options: Mapping[str, str | None]) -> None:
         raise SrunExit(["srun: error: Invalid --no-kill specification"], 255)
     if "jobid" in options:
         _signed_number(options["jobid"], "jobid")
-    if "cpu-bind" not in options:
-        return
-    # slurm_verify_cpu_bind: a `,` not followed by a digit separates words (map_cpu:0,1)
-    for word in re.split(r",(?!\d)", options["cpu-bind"] or ""):
+    if "cpu-bind" in options:
+        _check_cpu_bind(options["cpu-bind"] or "")
+
+
+def _is_value(text: str) -> bool:
+    """slurm_verify_cpu_bind's _isvalue: a digit, or hex digits up to a `,` or the end."""
+    if text[:1].isdigit():
+        return True
+    rest = text.lstrip("0123456789abcdefABCDEF")
+    return rest == "" or rest.startswith(",")
+
+
+def _cpu_bind_words(text: str) -> list[str]:
+    """The words of a --cpu-bind value: a `,` separates words unless a value follows it,
+    so mask_cpu:E0,0E stays one word (hex without 0x included, as Slurm reads it)."""
+    words, start = [], 0
+    for i, char in enumerate(text):
+        if char == "," and not _is_value(text[i + 1 :]):
+            words.append(text[start:i])
+            start = i + 1
+    words.append(text[start:])
+    return words
+
+
+def _check_cpu_bind(text: str) -> None:
+    """slurm_verify_cpu_bind (22.05): keywords, and map/mask lists of numbers (decimal for
+    maps, hex with or without 0x for masks, each with an optional `*count`)."""
+    for word in _cpu_bind_words(text):
         low = word.lower()
-        if low not in _CPU_BIND_WORDS and not low.startswith(_CPU_BIND_MAPS):
-            raise SrunExit(
-                [
-                    NO_CPU_BINDING,
-                    f'srun: error: unrecognized --cpu-bind argument "{word}"',
-                    "srun: fatal: Failed to parse --cpu-bind= values.",
-                ]
+        if low in _CPU_BIND_WORDS:
+            continue
+        kind = next((k for k in _CPU_BIND_MAPS if low.startswith(k)), None)
+        if kind is None:
+            _cpu_bind_fails(f'unrecognized --cpu-bind argument "{word}"')
+            return
+        name = _CPU_BIND_NAMES[kind]
+        parts = re.split("[:=]", word)
+        items = parts[1] if len(parts) > 1 else ""
+        if not items:
+            _cpu_bind_fails(f'missing list for "--cpu-bind={name}:<list>"')
+        for item in filter(None, items.split(",")):
+            _check_bind_item(item, name)
+
+
+def _check_bind_item(item: str, name: str) -> None:
+    """_expand_mult's checks of one `value[*count]` of a map or mask list."""
+    mask = name.startswith("mask")
+    if mask and item.startswith("0x"):
+        item = item[2:]
+    value, star, count = item.partition("*")
+    if star:
+        bad = next((c for c in count if not c.isdigit()), None)
+        if bad is not None:
+            _cpu_bind_fails(
+                f"Failed to validate number: *{count}, the offending character is {bad}"
             )
+        if not count or int(count) <= 0:
+            _cpu_bind_fails(f"Invalid {name} multiplier: {count}")
+    digits = "0123456789abcdefABCDEF" if mask else "0123456789"
+    bad = next((c for c in value if c not in digits), None)
+    if bad is not None:
+        _cpu_bind_fails(f"Failed to validate number: {value}, the offending character is {bad}")
+
+
+def _cpu_bind_fails(error: str) -> None:
+    raise SrunExit(
+        [
+            NO_CPU_BINDING,
+            f"srun: error: {error}",
+            "srun: fatal: Failed to parse --cpu-bind= values.",
+        ]
+    )
 
 
 def _signed_number(value: str | None, option: str) -> int:
@@ -220,7 +314,7 @@ def plan_step(argv: Sequence[str], env: Mapping[str, str]) -> Step:
     """The step srun would create for `argv` in the allocation `env` describes (a step
     without -N takes SLURM_NNODES, as srun reads it from the environment). A --cpu-bind's
     line about the missing task plugin comes first, before any warning or refusal."""
-    options, command = parse(argv)
+    options, command = parse(argv, env)
     notes = (NO_CPU_BINDING,) if "cpu-bind" in options else ()
     try:
         step = _plan(options, command, env)

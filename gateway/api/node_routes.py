@@ -8,6 +8,7 @@ running there go on (the node shows DRAINING until they end, then DRAINED).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
@@ -84,6 +85,12 @@ async def update_nodes(gw: Gateway, caller: Caller, body: NodeUpdateBody) -> dic
     return {"nodes": names, "state": state}
 
 
+def machine_load() -> int:
+    """This machine's 1-minute load average x100: what a slurmd here reports as its node's
+    CPULoad (sinfo %O), so what the local site's virtual nodes report."""
+    return int(os.getloadavg()[0] * 100)
+
+
 def node_router(
     gw: Gateway,
     caller_of: Callable[[Request, Gateway], Caller],
@@ -98,6 +105,7 @@ def node_router(
         caller_of(request, gw)
         states = node_states(gw)
         free = gw.free_resources()
+        load = machine_load()
         out_nodes = []
         for cluster in drain_overlay(gw.clusters, gw.drained).values():
             for node in cluster.nodes:
@@ -107,6 +115,8 @@ def node_router(
                 d["alloc_cpus"] = node.cpus - f.cpus if f is not None else 0
                 d["alloc_memory_mb"] = node.memory_mb - f.memory_mb if f is not None else 0
                 d["cluster"] = cluster.name
+                if cluster.name == gw.config.cluster_name:  # virtual nodes of this machine
+                    d["cpu_load"] = load
                 admin = gw.drained.get(node.name)
                 if admin is not None:
                     d["reason_time"] = admin.time

@@ -1,5 +1,6 @@
 """The site document: what clients need to print records as slurmctld would (its
-defaults, each partition's default time and widest node), sent with job listings."""
+defaults, each partition's default time, widest and largest node, the TRES it accounts),
+sent with job listings."""
 
 from __future__ import annotations
 
@@ -13,20 +14,24 @@ from gateway.scheduler.licenses import license_usage
 
 __all__ = ["site_document"]
 
-_widest: list[tuple[tuple[ClusterState, ...], dict[str, int]]] = []
+_Largest = tuple[dict[str, int], dict[str, int]]
+_widest: list[tuple[tuple[ClusterState, ...], _Largest]] = []
 
 
-def _partition_cpus(clusters: Sequence[ClusterState]) -> dict[str, int]:
-    """Each partition's widest node (CPUs): slurmctld's node-count estimate for a pending
-    `-n` job divides by it. Computed again only when a cluster's description changes."""
+def _partition_largest(clusters: Sequence[ClusterState]) -> _Largest:
+    """Each partition's widest node (CPUs) and largest memory (MiB): slurmctld's node-count
+    estimate for a pending `-n` job divides by the first, and a `--mem=0` job's ReqTRES
+    counts the second per node. Computed again only when a cluster's description changes."""
     key = tuple(clusters)
     if _widest and len(_widest[0][0]) == len(key) and all(map(operator.is_, _widest[0][0], key)):
         return _widest[0][1]
-    out: dict[str, int] = {}
+    out: _Largest = ({}, {})
     for cluster in key:
         cpus = {n.name: n.cpus for n in cluster.nodes}
+        mem = {n.name: n.memory_mb for n in cluster.nodes}
         for p in cluster.partitions:
-            out[p.name] = max((cpus.get(name, 0) for name in p.nodes), default=0)
+            out[0][p.name] = max((cpus.get(name, 0) for name in p.nodes), default=0)
+            out[1][p.name] = max((mem.get(name, 0) for name in p.nodes), default=0)
     _widest[:] = [(key, out)]
     return out
 
@@ -40,10 +45,14 @@ def site_document(gw: Gateway) -> dict[str, Any]:
         for c in clusters
         for p in c.partitions
     }
+    cpus, mem = _partition_largest(clusters)
+    tres = gw.config.accounting_storage_tres
     return {
         "default_partition": default,
         "partition_time": times,
-        "partition_cpus": _partition_cpus(clusters),
+        "partition_cpus": cpus,
+        "partition_mem": mem,
+        "tres_names": None if tres is None else list(tres),
         "def_mem_per_cpu_mb": gw.config.def_mem_per_cpu_mb or None,
         "job_requeue": gw.config.job_requeue,
         "max_array_size": gw.config.max_array_size,

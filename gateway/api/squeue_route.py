@@ -21,6 +21,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from gateway.compat.job_fields import site_from
+from gateway.compat.job_list_order import list_order
 from gateway.compat.squeue_fmt import SqueueOptions, render_squeue
 from gateway.compat.squeue_fmt_cache import LineCache
 from gateway.compat.squeue_fmt_json import JobTexts, squeue_json
@@ -65,7 +66,7 @@ def _text(
     gw: Gateway, site_doc: dict[str, Any], body: SqueueBody, cache: LineCache, texts: JobTexts
 ) -> str | None:
     """The output, or None when the job ids name no job (squeue's "Invalid job id")."""
-    jobs = gw.visible_jobs()
+    jobs = list_order(gw.visible_jobs())
     site = site_from({"site": site_doc})
     now = time.time()
     if body.json_out:

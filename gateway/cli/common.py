@@ -61,7 +61,11 @@ def cluster_from(data: dict[str, Any]) -> ClusterState:
     """The /v1/nodes document as one ClusterState."""
     nodes = tuple(
         node_from_dict(
-            {k: v for k, v in n.items() if k not in ("alloc_cpus", "alloc_memory_mb", "cluster")}
+            {
+                k: v
+                for k, v in n.items()
+                if k not in ("alloc_cpus", "alloc_memory_mb", "cluster", "cpu_load")
+            }
         )
         for n in data["nodes"]
     )

@@ -15,6 +15,7 @@ _EXTRA_KEYS = (
     "alloc_cpus",
     "alloc_memory_mb",
     "cluster",
+    "cpu_load",
     "reason_time",
     "reason_user",
     "reason_uid",
@@ -32,6 +33,7 @@ def nodes_view(data: dict[str, Any]) -> tuple[ClusterState, dict[str, NodeExtras
         extras[node.name] = NodeExtras(
             alloc_cpus=int(raw.get("alloc_cpus", 0)),
             alloc_memory=int(raw.get("alloc_memory_mb", 0)),
+            cpu_load=raw.get("cpu_load"),
             reason_time=None if when is None else float(when),
             reason_user=raw.get("reason_user"),
             reason_uid=raw.get("reason_uid"),

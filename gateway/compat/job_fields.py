@@ -17,6 +17,7 @@ from gateway.compat.cnum import to_int32
 from gateway.compat.duration import mins_to_str, secs_to_str
 from gateway.compat.filename import NO_TASK, PatternContext, expand_for_display
 from gateway.compat.quantity import mail_type_str
+from gateway.compat.tres import TresNames
 from gateway.model.jobspec import JobSpec, Sharing
 from gateway.model.values import INFINITE, GresItem
 
@@ -42,6 +43,8 @@ class SiteDefaults:
     default_qos: str = "normal"
     job_requeue: bool = True  # slurm.conf JobRequeue
     partition_cpus: dict[str, int] = field(default_factory=dict)  # its largest node's CPUs
+    partition_mem: dict[str, int] = field(default_factory=dict)  # its largest node's MiB
+    tres_names: TresNames = field(default_factory=TresNames)  # AccountingStorageTRES
 
     def time_limit(self, partition: str) -> int:
         """A job's limit when it gave none: the partition's default (or max) time."""
@@ -211,6 +214,7 @@ def site_from(data: dict[str, Any]) -> SiteDefaults:
     """Site defaults from the gateway's document (its `site` object), for every command
     and the gateway's own rendering alike."""
     site = data.get("site") or {}
+    names = site.get("tres_names")
     return SiteDefaults(
         default_partition=site.get("default_partition", "debug"),
         partition_time={k: int(v) for k, v in (site.get("partition_time") or {}).items()},
@@ -218,4 +222,6 @@ def site_from(data: dict[str, Any]) -> SiteDefaults:
         def_mem_per_node_mb=site.get("def_mem_per_node_mb"),
         job_requeue=bool(site.get("job_requeue", True)),
         partition_cpus={k: int(v) for k, v in (site.get("partition_cpus") or {}).items()},
+        partition_mem={k: int(v) for k, v in (site.get("partition_mem") or {}).items()},
+        tres_names=TresNames(None if names is None else tuple(names)),
     )

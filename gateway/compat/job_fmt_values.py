@@ -8,6 +8,7 @@ every formatter agrees with the others and with Slurm.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gateway.compat.filename import NO_TASK, PatternContext, expand_for_display
@@ -17,10 +18,13 @@ from gateway.compat.fmt_common import (
     convert_num_unit,
     hostlist_compress,
 )
+from gateway.compat.hostlist import expand
 from gateway.compat.job_fields import SiteDefaults
+from gateway.compat.tres import TresCounts, count_gres, licence_counts
 from gateway.model.job import Job
 from gateway.model.jobspec import Sharing
 from gateway.model.state import JobState
+from gateway.model.suspension import run_seconds
 from gateway.model.values import INFINITE, GresItem
 
 __all__ = ["JobValues", "job_values"]
@@ -39,13 +43,6 @@ _SHARED = {
 
 def _fmt_mb(mb: int) -> str:
     return convert_num_unit(mb, UNIT_MEGA)
-
-
-def _count_gres(counts: dict[str, int], item: GresItem, count: int) -> None:
-    """Add `count` to the item's TRES (`gres/gpu`, and `gres/gpu:a100` when typed)."""
-    for key in (f"gres/{item.name}", f"gres/{item.name}:{item.type}" if item.type else ""):
-        if key:
-            counts[key] = counts.get(key, 0) + count
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +97,8 @@ class JobValues:
         job = self.job
         if not job.start_time or job.state is JobState.PENDING:
             return 0
+        if self.extras.suspend_time is None and job.suspend_time is not None:
+            return run_seconds(job, now)  # suspended by the gateway (model/suspension.py)
         if job.state is JobState.SUSPENDED:
             return self.extras.pre_sus_time
         end = now if job.state is JobState.RUNNING or not job.end_time else job.end_time
@@ -207,47 +206,102 @@ class JobValues:
             + sum(g.count for g in spec.gpus_per_task) * self.num_tasks
         )
 
-    def _gres_tres(self) -> list[str]:
-        spec = self.job.spec
-        out: list[str] = []
-        per_node = [*spec.gpus_per_node, *spec.gres]
-        counts: dict[str, int] = {}
-        for item in per_node:
-            _count_gres(counts, item, item.count * self.num_nodes)
-        for item in spec.gpus:
-            _count_gres(counts, item, item.count)
-        for item in spec.gpus_per_task:
-            _count_gres(counts, item, item.count * self.num_tasks)
-        out.extend(f"{k}={v}" for k, v in counts.items())
-        return out
+    # --- TRES (gateway/compat/tres.py: what slurmctld accounts, in its order) ---------
+    def _whole_nodes_memory(self) -> bool:
+        """`--mem=0`: the job takes all the memory of its nodes."""
+        return self.job.spec.mem_per_node_mb == 0
 
-    def step_tres(self, cpus: int, nodes: int) -> str:
-        """A step's TRES as slurmctld accounts it (the batch step: the batch host's share),
-        for backends that record none: its CPUs, its nodes' share of the job's memory, the
-        job's per-node GRES on its nodes."""
+    def _request_counts(self, node_types: Sequence[str | None], job: bool) -> TresCounts:
+        """The request's GRES: per node on each of these nodes (typed as the node's GPUs
+        when the request names no type); with `job`, also per job and per task x tasks."""
+        spec, counts = self.job.spec, TresCounts()
+        for item in (*spec.gpus_per_node, *spec.gres):
+            for node_type in node_types:
+                count_gres(counts, item, item.count, node_type)
+        if job:
+            for item in spec.gpus:
+                count_gres(counts, item, item.count, None)
+            for item in spec.gpus_per_task:
+                count_gres(counts, item, item.count * self.num_tasks, None)
+        return counts
+
+    def _allocated_gpus(self, nodes: Sequence[str] | None = None) -> TresCounts | None:
+        """The GPUs the job holds on these nodes (all of its nodes when None), by type, from
+        its placement; None when the placement records none."""
+        placed = [p for p in self.job.placement if nodes is None or p.node in nodes]
+        if not any(p.gpus for p in placed):
+            return None
+        counts = TresCounts()
+        for p in placed:
+            if p.gpus:
+                count_gres(counts, GresItem("gpu", None, 0), len(p.gpus), p.gpu_type)
+        return counts
+
+    def _render(self, cpus: int, mem: int, nodes: int, gres: TresCounts, job: bool) -> str:
+        counts = TresCounts(cpu=cpus, mem=mem, node=nodes)
+        if job:
+            counts["billing"] = cpus
+            counts.update(licence_counts(self.job.spec.licenses))
+        counts.update(gres)
+        return self.site.tres_names.render(counts)
+
+    @property
+    def req_cpus(self) -> int:
+        """The CPUs asked for (ReqTRES, sacct's ReqCPUS): an exclusive job is allocated
+        whole nodes, its request stays."""
+        if self.job.spec.sharing is Sharing.EXCLUSIVE or not self.job.num_cpus:
+            spec = self.job.spec
+            return max(self.num_tasks * self.cpus_per_task, spec.mincpus or 0, self.num_nodes)
+        return self.job.num_cpus
+
+    def step_tres(self, cpus: int, nodes: Sequence[str], batch: bool) -> str:
+        """A step's TRES for backends that record none: its CPUs and its nodes' share of the
+        job's memory; the batch step holds every GPU the job has on the batch host, an srun
+        step the job's per-node GRES request on each of its nodes."""
         mb, per_cpu = self.memory
-        if per_cpu and not self._mem_per_gpu_only():
+        placed = {p.node: p for p in self.job.placement}
+        if self._whole_nodes_memory() and all(n in placed for n in nodes):
+            mem = sum(placed[n].memory_mb for n in nodes)
+        elif per_cpu and not self._mem_per_gpu_only():
             mem = mb * cpus
         else:
-            mem = self.total_memory_mb * nodes // max(self.num_nodes, 1)
-        counts: dict[str, int] = {}
-        for item in (*self.job.spec.gpus_per_node, *self.job.spec.gres):
-            _count_gres(counts, item, item.count * nodes)
-        gres = [f"{k}={v}" for k, v in counts.items()]
-        return ",".join([f"cpu={cpus}", f"mem={_fmt_mb(mem)}", f"node={nodes}", *gres])
+            mem = self._alloc_memory_mb() * len(nodes) // max(self.num_nodes, 1)
+        gres = self._allocated_gpus(nodes) if batch else None
+        if gres is None:
+            gres = self._request_counts(
+                [placed[n].gpu_type if n in placed else None for n in nodes], False
+            )
+        return self._render(cpus, mem, len(nodes), gres, job=False)
+
+    def _alloc_memory_mb(self) -> int:
+        if self._whole_nodes_memory() and self.job.placement:
+            return sum(p.memory_mb for p in self.job.placement)
+        return self.total_memory_mb
 
     @property
     def tres_req(self) -> str:
         if self.extras.tres_req is not None:
             return self.extras.tres_req
-        parts = [
-            f"cpu={self.num_cpus}",
-            f"mem={_fmt_mb(self.total_memory_mb)}",
-            f"node={self.num_nodes}",
-            f"billing={self.num_cpus}",
-            *self._gres_tres(),
-        ]
-        return ",".join(parts)
+        cpus = self.req_cpus
+        mb, per_cpu = self.memory
+        if self._whole_nodes_memory():  # slurmctld counts the partition's largest node
+            part = self.job.partition.split(",")[0] or self.site.default_partition
+            mem = self.site.partition_mem.get(part, 0) * self.num_nodes
+        elif per_cpu and not self._mem_per_gpu_only():
+            mem = mb * cpus
+        else:
+            mem = self.total_memory_mb
+        gres = self._request_counts([None] * self.num_nodes, True)  # the request's own types
+        return self._render(cpus, mem, self.req_nodes, gres, job=True)
+
+    @property
+    def req_nodes(self) -> int:
+        """ReqTRES's node count: the minimum the job was given (-N, raised to its --nodelist's
+        hosts), as slurmctld records it at submission, not the nodes it got: `-n3
+        --ntasks-per-node=1` without -N asks for 1 node and is allocated 3."""
+        spec = self.job.spec
+        listed = len(expand(spec.nodelist)) if spec.nodelist else 0
+        return max(spec.nodes_min or 1, listed, 1)
 
     @property
     def tres_alloc(self) -> str | None:
@@ -255,7 +309,11 @@ class JobValues:
             return self.extras.tres_alloc or None
         if self.is_pending or not self.job.nodes:
             return None
-        return self.tres_req
+        gres = self._request_counts([None] * self.num_nodes, True)
+        gpus = self._allocated_gpus()
+        if gpus is not None:
+            gres = {k: v for k, v in gres.items() if not k.startswith("gres/gpu")} | gpus
+        return self._render(self.num_cpus, self._alloc_memory_mb(), self.num_nodes, gres, job=True)
 
     @property
     def tres_per_node(self) -> str | None:

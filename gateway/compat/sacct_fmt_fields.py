@@ -16,6 +16,7 @@ from gateway.compat.fmt_common import UNIT_MEGA, convert_num_unit, hostlist_comp
 from gateway.compat.job_fmt_values import JobValues
 from gateway.model.job import Job, Step, exit_code_pair
 from gateway.model.state import JobState
+from gateway.model.suspension import suspended_seconds
 from gateway.model.values import INFINITE, NO_VAL
 
 __all__ = ["SACCT_FIELDS", "Kind", "Rec", "SacctField", "Value", "accounted_exit_code"]
@@ -116,7 +117,8 @@ def _elapsed(r: Rec) -> int:
     state = r.step.state if r.step is not None else r.job.state
     if not end or state in (JobState.RUNNING, JobState.SUSPENDED):
         end = r.now
-    return max(int(end) - int(start), 0)
+    # slurmdbd: end - start - the time suspended (the job's, for its steps too)
+    return max(int(end) - int(start) - suspended_seconds(r.job, r.now), 0)
 
 
 def accounted_exit_code(job: Job) -> int:
@@ -165,7 +167,7 @@ def _alloc_tres(r: Rec) -> str | None:
     if r.step is not None:
         recorded = r.step.extra.get("tres_alloc")
         if recorded is None and r.step.cpus and r.step.nodes:
-            recorded = r.values.step_tres(r.step.cpus, len(r.step.nodes))
+            recorded = r.values.step_tres(r.step.cpus, r.step.nodes, r.step.step_id == "batch")
         return _tres_display(recorded)
     return _tres_display(r.values.tres_alloc)
 
@@ -313,7 +315,7 @@ SACCT_FIELDS: tuple[SacctField, ...] = (
     _F("ReqCPUFreqGov", 13, _S, lambda r: "Unknown" if r.step is not None else None),
     _F("ReqCPUFreqMax", 13, _S, lambda r: "Unknown" if r.step is not None else None),
     _F("ReqCPUFreqMin", 13, _S, lambda r: "Unknown" if r.step is not None else None),
-    _F("ReqCPUS", 8, _U, lambda r: _cpus(r) if r.step is not None else r.values.num_cpus),
+    _F("ReqCPUS", 8, _U, lambda r: _cpus(r) if r.step is not None else r.values.req_cpus),
     _F("ReqMem", 10, _S, _req_mem),
     _F("ReqNodes", 8, _S, _req_nodes),
     _F("ReqTRES", 10, _S, _job_only(lambda r: _tres_display(r.values.tres_req))),
@@ -327,7 +329,7 @@ SACCT_FIELDS: tuple[SacctField, ...] = (
     _F("Submit", 19, _D, lambda r: r.step.start_time if r.step is not None else r.job.submit_time),
     _F("SubmitLine", 20, _S,
       lambda r: r.step.extra.get("submit_line") if r.step is not None else r.job.submit_line),
-    _F("Suspended", 10, _T, lambda r: 0),
+    _F("Suspended", 10, _T, lambda r: suspended_seconds(r.job, r.now)),
     _F("SystemComment", 15, _S, _job_only(lambda r: None)),
     _F("SystemCPU", 10, _S, lambda r: "00:00:00"),
     _F("Timelimit", 10, _S, lambda r: _timelimit(r, False)),

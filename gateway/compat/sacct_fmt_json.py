@@ -26,6 +26,7 @@ from gateway.compat.sacct_fmt_fields import accounted_exit_code
 from gateway.compat.squeue_fmt_json import slurm_meta
 from gateway.model.job import Job, Step
 from gateway.model.state import JobState
+from gateway.model.suspension import suspended_seconds
 from gateway.model.values import INFINITE, NO_VAL
 
 __all__ = ["STANDARD_TRES_IDS", "sacct_json", "sacct_json_doc"]
@@ -168,10 +169,11 @@ def _job(
     job, spec, ex = v.job, v.job.spec, v.extras
     start = _time_or_null(job.start_time)
     end = _time_or_null(job.end_time)
+    paused = suspended_seconds(job, now)  # slurmdbd: elapsed leaves the pauses out
     if start and (job.state in (JobState.RUNNING, JobState.SUSPENDED) or not end):
-        elapsed = int(now) - start
+        elapsed = max(int(now) - start - paused, 0)
     elif start and end:
-        elapsed = max(end - start, 0)
+        elapsed = max(end - start - paused, 0)
     else:
         elapsed = 0
     array_task: str | None = None
@@ -211,7 +213,7 @@ def _job(
             "end": end,
             "start": start,
             "submission": int(job.submit_time),
-            "suspended": 0,
+            "suspended": paused,
             "system": {"seconds": 0, "microseconds": 0},
             "limit": None if limit in (INFINITE, NO_VAL) else limit,
             "total": {"seconds": 0, "microseconds": 0},

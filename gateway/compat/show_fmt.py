@@ -23,10 +23,12 @@ from gateway.compat.fmt_common import (
 )
 from gateway.compat.job_fields import JobIdentity, SiteDefaults, request_fields
 from gateway.compat.job_fmt_values import JobValues, job_values
+from gateway.compat.job_times import own_extras
 from gateway.compat.node_fmt_state import BASE, node_state, node_state_string_complete
 from gateway.model.cluster import ClusterState, Node, Partition
 from gateway.model.job import Job, exit_code_pair
 from gateway.model.state import JobState
+from gateway.model.suspension import expected_end, run_seconds
 from gateway.model.values import INFINITE, NO_VAL
 
 __all__ = ["show_job", "show_jobs", "show_node", "show_nodes", "show_partition", "show_partitions"]
@@ -64,6 +66,8 @@ def _run_time(v: JobValues, now: float) -> int:
     job = v.job
     if job.state is JobState.PENDING:
         return 0
+    if v.extras.suspend_time is None and job.suspend_time is not None:
+        return run_seconds(job, now)  # suspended by the gateway (model/suspension.py)
     if job.state is JobState.SUSPENDED:
         return v.extras.pre_sus_time
     end = now if job.state is JobState.RUNNING or not job.end_time else job.end_time
@@ -80,11 +84,14 @@ def _expected_end(job: Job) -> float:
     """A running job's EndTime is when its time limit runs out (slurmctld sets end_time
     at start: start + limit), a planned pending job's is its expected start + limit (as
     slurmctld's backfill sets it); 0 (Unknown) otherwise."""
-    start = job.start_time if job.state is JobState.RUNNING else job.expected_start
-    if job.state not in (JobState.RUNNING, JobState.PENDING) or start is None:
+    started = job.state in (JobState.RUNNING, JobState.SUSPENDED)
+    start = job.start_time if started else job.expected_start
+    if not (started or job.state is JobState.PENDING) or start is None:
         return 0
     if job.time_limit in (INFINITE, NO_VAL, 0):
         return 0
+    if started:  # moved by each resume (the time limit clock stood still meanwhile)
+        return expected_end(job, job.time_limit * 60)
     return start + job.time_limit * 60
 
 
@@ -119,7 +126,7 @@ def show_job(
 ) -> str:
     """One `scontrol show job` record (`-o`: one line)."""
     site = site or SiteDefaults()
-    v = job_values(job, extras, site)
+    v = job_values(job, own_extras(job, now) if extras is None else extras, site)
     ex, spec = v.extras, job.spec
     task = job.array_task_id if job.array_task_id is not None else NO_TASK
     req = request_fields(
@@ -168,9 +175,10 @@ def show_job(
     lines.append(
         f"StartTime={make_time_str(_start_time(job))} EndTime={end_text} Deadline={deadline}"
     )
-    suspend = make_time_str(ex.suspend_time) if ex.suspend_time else "None"
+    sus_at = ex.suspend_time or job.suspend_time
+    suspend = make_time_str(sus_at) if sus_at else "None"
     lines.append(
-        f"SuspendTime={suspend} SecsPreSuspend={ex.pre_sus_time} "
+        f"SuspendTime={suspend} SecsPreSuspend={ex.pre_sus_time or job.pre_sus_time} "
         f"LastSchedEval={make_time_str(ex.last_sched_eval)} "
         f"Scheduler={'Backfill' if ex.sched_backfill else 'Main'}"
     )
@@ -178,8 +186,8 @@ def show_job(
     lines.append(f"Partition={job.partition} AllocNode:Sid={alloc_node}:{ex.alloc_sid or 0}")
     lines.append(f"ReqNodeList={req['ReqNodeList']} ExcNodeList={req['ExcNodeList']}")
     node_line = f"NodeList={v.nodes_str}"
-    if ex.sched_nodes:
-        node_line += f" SchedNodeList={ex.sched_nodes}"
+    if sched := ex.sched_nodes or (job.state is JobState.PENDING and job.sched_nodes):
+        node_line += f" SchedNodeList={sched}"
     lines.append(node_line)
     if v.batch_host:
         lines.append(f"BatchHost={v.batch_host}")

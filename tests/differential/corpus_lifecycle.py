@@ -65,7 +65,7 @@ _CLOCK = re.compile(
 # sides. Its file is named otherwise (its job name is set by `--job-name`).
 FILE_NAMES = {"stas00_ml-engineering__orchestration__slurm__cron-hourly.slurm": "cron-hourly.sh"}
 _BEFORE_ID = (
-    r"((?<=[/_.-])|(?<=\.[oe])|(?<=job)|(?<=job )|(?<=JOB )|(?<=\bis )|(?<=StepId=)"
+    r"((?<=[/_.-])|(?<=\.[oe])|(?<=job)|(?<=job )|(?<=JOB )|(?<=STEP )|(?<=\bis )|(?<=StepId=)"
     r"|(?<=--jobid )|(?<=--jobid=))"
 )
 _SPOOL = re.compile(r"/\S*/slurm_script")

@@ -114,3 +114,80 @@ def test_srun_steps_still_running_when_the_job_is_cancelled_are_cancelled(
     step = backend.steps(launch.job.job_id)[1]
     assert step.step_id == "0"
     assert step.state is JobState.CANCELLED
+
+
+def test_srun_kill_on_bad_exit_terminates_the_other_tasks(local_env: Env) -> None:
+    """As real Slurm 22.05 on one node: task 0 exits 4, task 1 is terminated at once, srun
+    exits 143 and sacct shows the step CANCELLED 0:15; without -K the task runs on."""
+    backend = local_env.backend()
+    body = "bash -c '[ $SLURM_PROCID = 0 ] && exit 4; sleep 20'"
+    script = (
+        f"#!/bin/bash\nsrun -K -n2 {body}\necho rc=$?\n"
+        "srun --kill-on-bad-exit=0 -n2 bash -c '[ $SLURM_PROCID = 0 ] && exit 4; sleep 1'\n"
+        "echo rc=$?\n"
+    )
+    launch = make_launch(local_env, script, ["-n2"], tasks=2, cpus=2)
+    event = finish(backend, launch)
+    jid = launch.job.job_id
+    lines = (local_env.work / f"slurm-{jid}.out").read_text().splitlines()
+    stamp = next(x for x in lines if x.startswith("slurmstepd-"))
+    assert lines == [
+        "srun: error: localnode: task 0: Exited with exit code 4",
+        f"srun: launch/slurm: _step_signal: Terminating StepId={jid}.0",
+        stamp,
+        "srun: error: localnode: task 1: Terminated",
+        f"srun: Force Terminated StepId={jid}.0",
+        "rc=143",
+        "srun: error: localnode: task 0: Exited with exit code 4",
+        "rc=4",
+    ]
+    assert stamp.startswith(f"slurmstepd-localnode: error: *** STEP {jid}.0 ON localnode CAN")
+    steps = backend.steps(jid)
+    assert [(s.step_id, s.state, exit_code_pair(s.exit_code)) for s in steps[1:]] == [
+        ("0", JobState.CANCELLED, (0, 15)),
+        ("1", JobState.COMPLETED, (0, 0)),
+    ]
+    assert (steps[1].end_time or 0) - (steps[1].start_time or 0) < 15
+    assert event.state is JobState.COMPLETED
+
+
+def test_srun_relays_each_tasks_output_in_whole_lines(local_env: Env) -> None:
+    """Two tasks writing halves of a line at the same moment: srun relays whole lines (as
+    the test cluster's, for stas00's torchrun launcher); the output of a task killed by -K
+    is still relayed."""
+    backend = local_env.backend()
+    half = "x" * 3000
+    body = f'printf %s {half}; sleep 0.5; printf "end%s\\n" $SLURM_PROCID'
+    script = (
+        f"#!/bin/bash\nsrun -n2 bash -c '{body}' 2>&1 | cat\n"
+        f"srun -n2 bash -c 'exec >&2; {body}' 2>&1 | cat\n"
+        "srun -K -n2 bash -c '[ $SLURM_PROCID = 0 ] && { sleep 1; exit 1; }; echo tail; sleep 20'\n"
+    )
+    launch = make_launch(local_env, script, ["-n2"], tasks=2, cpus=2)
+    finish(backend, launch)
+    lines = (local_env.work / f"slurm-{launch.job.job_id}.out").read_text().splitlines()
+    assert sorted(lines[:4]) == [f"{half}end0", f"{half}end0", f"{half}end1", f"{half}end1"]
+    assert "tail" in lines[4:]
+
+
+def test_srun_reads_its_options_from_the_environment_and_runs_programs_in_the_cwd(
+    local_env: Env,
+) -> None:
+    """ULHPC's scoop launcher (SLURM_CPU_BIND=none: srun's line about cpu binding, as on
+    the test cluster) and gurobi launcher (`srun inner_job.sh` with the script only in the
+    working directory: slurmstepd's execve finds it there, $0 is the bare name)."""
+    backend = local_env.backend()
+    script = (
+        "#!/bin/bash\nexport SLURM_CPU_BIND=none\nsrun true\nunset SLURM_CPU_BIND\n"
+        "printf '#!/bin/bash\\necho \"$0\" $SLURM_PROCID\\n' > inner_job.sh\n"
+        "chmod +x inner_job.sh\nsrun -n1 inner_job.sh\necho rc=$?\n"
+        "srun -n1 --cpu-bind=mask_cpu:E0,0E,FE true\necho rc=$?\n"
+    )
+    launch = make_launch(local_env, script, ["-n2"], tasks=2, cpus=2)
+    finish(backend, launch)
+    out = (local_env.work / f"slurm-{launch.job.job_id}.out").read_text()
+    assert out == (
+        "srun: cluster configuration lacks support for cpu binding\n"
+        "inner_job.sh 0\nrc=0\n"
+        "srun: cluster configuration lacks support for cpu binding\nrc=0\n"
+    )

@@ -1,0 +1,75 @@
+"""TRES strings as slurmctld builds them: scontrol's `TRES=`, sacct's ReqTRES and AllocTRES
+of a job and of its steps. One place, so that every command prints the same counts.
+
+slurmctld accounts cpu, mem, energy, node, billing, fs/disk, vmem and pages, plus what
+AccountingStorageTRES names (`gres/gpu`, `gres/gpu:a100`, `license/matlab`), and nothing
+else: an unnamed licence or GPU type is left out. It prints them in TRES id order (the
+fixed ones, then AccountingStorageTRES's in the order slurmdbd registered them); sacct sorts
+them by name. Checked on the real test cluster (Slurm 22.05, 2026-11-26): an untyped
+`--gres=gpu:1` that lands on an a100 node allocates `gres/gpu=1,gres/gpu:a100=1` but
+requests `gres/gpu=1`; licences are in both; `--exclusive` allocates every CPU and GPU of
+its nodes and `--mem=0` all their memory (`--mem=0` requests the partition's largest node's
+memory per node).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from gateway.compat.fmt_common import UNIT_MEGA, convert_num_unit
+from gateway.model.values import GresItem
+from gateway.scheduler.licenses import license_request
+
+__all__ = ["BASE_TRES", "TresCounts", "TresNames", "count_gres", "licence_counts"]
+
+BASE_TRES = ("cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages")
+
+
+@dataclass(frozen=True, slots=True)
+class TresNames:
+    """The TRES a site accounts beyond BASE_TRES, in its order (AccountingStorageTRES;
+    slurmdbd matches names without case). None: the site sets none, and Caldera accounts
+    every GRES (`gres/gpu` first, every type) as it always has."""
+
+    names: tuple[str, ...] | None = None
+
+    def _rank(self, name: str) -> tuple[int, str] | None:
+        """(TRES id order, the name as the site spells it), or None when not accounted."""
+        if name in BASE_TRES:
+            return BASE_TRES.index(name), name
+        if self.names is None:
+            if not name.startswith("gres/"):
+                return None
+            return len(BASE_TRES) + (name != "gres/gpu"), name
+        lowered = [n.lower() for n in self.names]
+        if name.lower() not in lowered:
+            return None
+        i = lowered.index(name.lower())
+        return len(BASE_TRES) + i, self.names[i]
+
+    def render(self, counts: Mapping[str, int]) -> str:
+        """`cpu=2,mem=200M,node=1,billing=2,gres/gpu=1,gres/gpu:a100=1` (scontrol's order;
+        memory in MiB, shown with its unit)."""
+        kept = sorted((r, n) for n in counts if (r := self._rank(n)) is not None)
+        return ",".join(
+            f"{shown}={convert_num_unit(counts[n], UNIT_MEGA) if n == 'mem' else counts[n]}"
+            for (_, shown), n in kept
+        )
+
+
+TresCounts = dict[str, int]
+
+
+def count_gres(counts: TresCounts, item: GresItem, count: int, node_type: str | None) -> None:
+    """Add `count` of the item to `counts`: `gres/gpu`, and `gres/gpu:<type>` with the type
+    the request named, else (an allocation) the type of the node's GPUs, if any."""
+    gtype = item.type or (node_type if item.name == "gpu" else None)
+    for key in (f"gres/{item.name}", f"gres/{item.name}:{gtype}" if gtype else ""):
+        if key:
+            counts[key] = counts.get(key, 0) + count
+
+
+def licence_counts(text: str | None) -> Iterable[tuple[str, int]]:
+    """`-L`'s licences as TRES (`license/matlab`, 2)."""
+    return [(f"license/{name}", n) for name, n in (license_request(text) or {}).items()]

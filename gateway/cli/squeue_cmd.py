@@ -288,6 +288,7 @@ def _render_here(
 ) -> int:
     """squeue from the GET /v1/jobs document (the gateway did not render)."""
     from gateway.cli.common import GatewayError, fetch_jobs, site_from, write_out
+    from gateway.compat.job_list_order import list_order
     from gateway.compat.squeue_fmt import render_squeue
 
     try:
@@ -295,6 +296,7 @@ def _render_here(
     except GatewayError as exc:
         sys.stderr.write(f"slurm_load_jobs error: {exc}\n")
         return 1
+    jobs = list_order(jobs)  # slurmctld's list order, as the gateway's rendering has it
     site = site_from(data)
     if "steps" in opts.values and not (opts.flag("json") or opts.flag("yaml")):
         return _steps(jobs, now, opts)
@@ -360,6 +362,7 @@ def _render_clusters(
     """squeue -M list|all: each cluster's jobs under its `CLUSTER: name` line."""
     from gateway.cli.common import GatewayError, fetch_jobs, write_out
     from gateway.compat.clusters import ClusterSelectError, blocks, choose_clusters, on_clusters
+    from gateway.compat.job_list_order import list_order
     from gateway.compat.squeue_fmt import render_squeue
 
     try:
@@ -367,6 +370,7 @@ def _render_clusters(
     except GatewayError as exc:
         sys.stderr.write(f"slurm_load_jobs error: {exc}\n")
         return 1
+    jobs = list_order(jobs)  # slurmctld's list order, as the gateway's rendering has it
     site = data.get("site") or {}
     known = site.get("clusters") or [data.get("cluster", "caldera")]
     try:

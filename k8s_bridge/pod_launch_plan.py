@@ -3,7 +3,8 @@
 The launcher's srun (k8s_bridge/pod_launcher.py) reads its options and lays out the step
 here, with Slurm 22.05's rules and messages as containers/srun_layout.py has them (that module
 needs the caldera package, which the pods do not have: tests/unit/test_pod_launcher.py checks
-both agree). Standard library only: render.py ships this file in the job's ConfigMap.
+both agree). Standard library only: launch.py ships this file in the namespace's launcher
+ConfigMap.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, discard_gateway, start_gateway
 from tests.support.slurm_stack import SlurmStack, cancel, job_id_from_sbatch, run_sbatch
 
 pytestmark = pytest.mark.slurm
@@ -178,8 +178,7 @@ def caldera() -> Iterator[Side]:
         ids = [str(gw.sbatch("--hold", "-o", "/dev/null", "--wrap", "true")) for _ in range(3)]
         yield Side(gw.env(), ids, gw.workdir)
     finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 @pytest.mark.parametrize("argv", REFUSED, ids=" ".join)

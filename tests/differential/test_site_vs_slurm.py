@@ -26,7 +26,6 @@ What is normalised, and why:
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import tempfile
 import time
@@ -37,7 +36,7 @@ import pytest
 
 from gateway.compat.hostlist import expand
 from gateway.control.slurm_conf import parse_slurm_conf
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, discard_gateway, start_gateway
 from tests.support.slurm_stack import SlurmStack, cancel, parse_scontrol_records
 
 pytestmark = pytest.mark.slurm
@@ -132,8 +131,7 @@ def pair(cluster: SlurmStack) -> Iterator[Pair]:
     finally:
         cancel(*p.real_ids, env=cluster.env)
         gw.run(["scancel", "-u", "root"])
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 def _cpus(line: str) -> str:

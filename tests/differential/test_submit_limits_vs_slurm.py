@@ -10,7 +10,6 @@ exit status and stderr byte for byte, the pending reason, `TimeLimit` of a negat
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import tempfile
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, discard_gateway, start_gateway
 from tests.support.slurm_stack import SlurmStack, cancel
 
 pytestmark = pytest.mark.slurm
@@ -119,8 +118,7 @@ def pair(cluster: SlurmStack) -> Iterator[Pair]:
     finally:
         cancel(*p.real_ids, env=cluster.env)
         gw.run(["scancel", "-u", "tester"])
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 # (options, the reason the accepted job waits with) - both Slurm and Caldera accept these

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, discard_gateway, start_gateway
 from tests.support.peer_sockets import UserSockets, http_request
 
 PER_ROUTE = 40
@@ -83,8 +82,7 @@ def fuzzed() -> Iterator[Gateway]:
     try:
         yield gw
     finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 def _strategy(schema: dict[str, Any], defs: dict[str, Any], wild: bool, name: str = "") -> Any:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import resource
 import selectors
-import shutil
 import socket
 import tempfile
 import threading
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, discard_gateway, start_gateway
 from tests.support.peer_sockets import UserSockets, http_request
 
 IDLE_S = 3.0
@@ -46,8 +45,7 @@ def bounded() -> Iterator[Gateway]:
     try:
         yield gw
     finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 def _daemon_nofile(gw: Gateway) -> tuple[int, int]:

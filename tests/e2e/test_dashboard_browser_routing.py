@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 
 from tests.e2e.test_dashboard_browser import _shot, _until, browser
 from tests.support.dashboard_env import DashGateway, free_port
-from tests.support.gateway_env import start_gateway, stop_gateway
+from tests.support.gateway_env import discard_gateway, start_gateway
 
 __all__ = ["browser", "routed_gateway"]
 
@@ -38,8 +37,7 @@ def routed_gateway() -> Iterator[DashGateway]:
     try:
         yield DashGateway(gw, port)
     finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 def test_routing_decisions_fair_share_and_topology_in_chromium(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway_env import CALDERA, Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import CALDERA, Gateway, discard_gateway, start_gateway
 from tests.support.slurm_stack import SlurmStack
 
 
@@ -32,8 +32,7 @@ def cluster_gateway(slurm_cluster: SlurmStack) -> Iterator[Gateway]:
         yield gw
     finally:
         gw.run(["scancel", "-u", "root"])
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 @pytest.mark.slurm

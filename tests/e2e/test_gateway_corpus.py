@@ -5,7 +5,6 @@ for an image runs in a container on Podman's Docker API.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, discard_gateway, start_gateway
 from tests.support.shared_data import CORPUS_DIR
 
 CORPUS = CORPUS_DIR
@@ -72,8 +71,7 @@ def big_site() -> Iterator[Gateway]:
     try:
         yield gw
     finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 def _corpus() -> list[Path]:
@@ -171,5 +169,4 @@ def test_a_job_with_an_image_runs_in_a_container_with_its_workdir_and_environmen
         assert "container-marker" in text
         assert (gw.workdir / "made-in-container.txt").read_text() == "made\n"
     finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)

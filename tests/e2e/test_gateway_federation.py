@@ -9,7 +9,6 @@ clusters' nodes write, so "ran once" is what the job itself saw, not what a log 
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway_env import Gateway, restart, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, discard_gateway, restart, start_gateway
 from tests.support.slurm_burst import SlurmClusters
 from tests.support.slurm_stack import SlurmStack, cancel, run_sbatch
 
@@ -47,8 +46,7 @@ def fed(slurm_cluster: SlurmStack) -> Iterator[Gateway]:
     finally:
         gw.run(["scancel", "-u", "root"])
         gw.run(["scancel", "-u", "tester"])
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 class RunLog:
@@ -221,8 +219,7 @@ def test_a_gateway_killed_mid_withdrawal_loses_nothing_and_runs_the_job_once(
     finally:
         cancel(*fillers)
         gw.run(["scancel", "-u", "root"])
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 def _two_slurm_config(clusters: SlurmClusters, instance: str) -> str:
@@ -250,8 +247,7 @@ def two_slurm(slurm_burst_cluster: SlurmClusters) -> Iterator[Gateway]:
         yield gw
     finally:
         gw.run(["scancel", "-u", "root"])
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 def test_a_full_home_slurm_cluster_bursts_to_the_other_slurm_cluster(two_slurm: Gateway) -> None:

@@ -24,7 +24,7 @@ import pytest
 
 from k8s_bridge.kube import PODS, KubeClient
 from tests.integration.test_k8s_bridge_helpers import admin_client, assert_nothing_left, wait_until
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, discard_gateway, start_gateway
 from tests.support.kubelet_env import KubeletEnv
 from tests.support.kubelet_gateway import cluster_config, job_namespace, user_home, user_tree
 
@@ -71,7 +71,7 @@ def gw(kubelet_env: KubeletEnv, ns: str, base: Path, mode: str) -> Iterator[Gate
     try:
         yield gw
     finally:
-        stop_gateway(gw)
+        discard_gateway(gw)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from kubernetes import client
 
 from k8s_bridge.kube import PODS, KubeClient
 from tests.integration.test_k8s_bridge_helpers import admin_client, assert_nothing_left, wait_until
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, discard_gateway, start_gateway
 from tests.support.kubelet_env import KubeletEnv, KubeletNode, node_down, nodes_up
 from tests.support.kubelet_gateway import cluster_config, job_namespace, shared_tree
 
@@ -59,7 +59,7 @@ def gw(kubelet_env: KubeletEnv, ns: str, base: Path) -> Iterator[Gateway]:
     try:
         yield gw
     finally:
-        stop_gateway(gw)
+        discard_gateway(gw)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -25,7 +24,7 @@ import zmq
 from gateway.inventory.keys import load_keypair, load_public_key
 from gateway.inventory.messages import Heartbeat, Inventory, encode
 from tests.support.attempt_log import AttemptLog
-from tests.support.gateway_env import CALDERA, Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import CALDERA, Gateway, discard_gateway, start_gateway
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="runs jobs as another user")
 
@@ -132,8 +131,7 @@ def agent_gateway() -> Iterator[tuple[Path, Gateway]]:
     try:
         yield base, gw
     finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 def test_node_down_fail_over_ends_the_run_before_it_runs_again(

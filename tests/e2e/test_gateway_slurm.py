@@ -4,7 +4,6 @@ Slurm's nodes, show in Caldera's squeue and sacct, and keep Slurm's exit codes."
 from __future__ import annotations
 
 import re
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from slurm_plugin.mapping import make_tag
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, discard_gateway, start_gateway
 from tests.support.slurm_stack import SlurmStack, parse_scontrol_records, scontrol_lines
 
 pytestmark = pytest.mark.slurm
@@ -34,8 +33,7 @@ def slurm_gateway(slurm_cluster: SlurmStack) -> Iterator[Gateway]:
         yield gw
     finally:
         gw.run(["scancel", "-u", "root"])
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 def test_a_job_routed_to_a_slurm_partition_runs_there_and_is_accounted(

@@ -31,7 +31,7 @@ from gateway.inventory.keys import generate_keypair, load_keypair, load_public_k
 from gateway.inventory.messages import GpuInfo, Heartbeat, Inventory, encode
 from gateway.inventory.receiver import InventoryReceiver, ReceiverConfig
 from gateway.logutil import RateLimitedLogger
-from tests.support.gateway_env import CALDERA, Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import CALDERA, Gateway, discard_gateway, start_gateway
 
 GOOD = Inventory(
     node="gpu01",
@@ -237,8 +237,7 @@ def e2e_gateway() -> Iterator[tuple[Path, Gateway]]:
     try:
         yield base, gw
     finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 def test_a_malformed_report_for_the_gateways_own_node_does_not_stop_scheduling(

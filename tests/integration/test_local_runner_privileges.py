@@ -23,7 +23,7 @@ from containers.backend import LocalBackend
 from containers.interpreter import shared_python
 from gateway.model.state import JobState
 from tests.integration.test_local_backend_support import Env, make_launch, wait_for
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, discard_gateway, start_gateway
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="runs jobs as other users (root)")
 
@@ -211,8 +211,7 @@ def short_age_gateway() -> Iterator[Gateway]:
     try:
         yield gw
     finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 def test_the_submitters_umask_reaches_the_job_and_spools_go_after_min_job_age(

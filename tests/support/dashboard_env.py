@@ -6,7 +6,6 @@ over TCP with a bearer token minted by `caldera token` run as that user.
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import pytest
 
 from containers.interpreter import shared_python
 from gateway.cli.main import _import_roots
-from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
+from tests.support.gateway_env import Gateway, discard_gateway, start_gateway
 
 __all__ = ["DashGateway", "dash_gateway", "free_port"]
 
@@ -112,5 +111,4 @@ def dash_gateway() -> Iterator[DashGateway]:
     try:
         yield DashGateway(gw, port)
     finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)

@@ -5,6 +5,7 @@ uid through runuser).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -17,9 +18,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 
-__all__ = ["Gateway", "gateway", "running_gateway", "start_gateway"]
+from containers.proctrack import end_attempt, from_record
+
+__all__ = [
+    "Gateway",
+    "discard_gateway",
+    "end_jobs_left",
+    "gateway",
+    "running_gateway",
+    "start_gateway",
+    "stop_gateway",
+]
 
 CALDERA = [sys.executable, "-m", "gateway.cli.main"]
 
@@ -167,9 +179,55 @@ def restart(gw: Gateway) -> None:
 
 
 def stop_gateway(gw: Gateway) -> None:
-    """`caldera down`, then remove the jobs' spool."""
+    """`caldera down`: the daemon stops, its jobs run on (a restart adopts them)."""
     env = {**os.environ, "CALDERA_HOME": str(gw.home), "CALDERA_SOCKET": str(gw.socket)}
     subprocess.run([*CALDERA, "down"], env=env, capture_output=True, timeout=60, check=False)
+
+
+def end_jobs_left(home: Path, timeout: float = 5.0) -> int:
+    """End every local-runner job a stopped gateway left running, and their supervisors.
+
+    `caldera down` leaves jobs running by design, so a test that fails before its own
+    scancel would leave them (and their supervisors) running into later tests' CPUs and
+    node slots. Each attempt is ended through the process group its spool records (the
+    runner's own proctrack), then whatever still names the spool is killed. Returns how
+    many processes were ended."""
+    spool = home / "spool"
+    ended = 0
+    for record in sorted((spool / "jobs").glob("**/proctrack.json")):
+        try:
+            found = from_record(json.loads(record.read_text()))
+        except (OSError, ValueError):
+            continue
+        if found is not None:
+            ended += end_attempt(found[0], found[1], timeout)[0]
+    deadline = time.monotonic() + timeout
+    while (left := _processes_naming(spool)) and time.monotonic() < deadline:
+        time.sleep(0.1)  # supervisors write their results once their job is gone
+    for proc in left:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+            ended += 1
+    return ended
+
+
+def _processes_naming(spool: Path) -> list[psutil.Process]:
+    """Processes whose command line names a path in `spool` (supervisors, job scripts)."""
+    prefix = str(spool) + "/"
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        args = proc.info.get("cmdline") or []
+        if any(a == str(spool) or a.startswith(prefix) for a in args):
+            found.append(proc)
+    return found
+
+
+def discard_gateway(gw: Gateway, base: Path | None = None) -> None:
+    """The end of a test's gateway: stopped, its jobs ended, its directory removed."""
+    stop_gateway(gw)
+    end_jobs_left(gw.home)
+    if base is not None:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @contextmanager
@@ -181,8 +239,7 @@ def running_gateway(config: str = "", prefix: str = "caldera-e2e-") -> Iterator[
     try:
         yield gw
     finally:
-        stop_gateway(gw)
-        shutil.rmtree(base, ignore_errors=True)
+        discard_gateway(gw, base)
 
 
 @pytest.fixture

@@ -338,7 +338,10 @@ class Router:
                 route_note=d.route.reason,
                 route_start=predicted_start(d.route),
             )
-            commits.append(self.gw.commit([routed], "route", **_detail(d.route)))
+            detail = _detail(d.route)
+            if live.routed_to and live.routed_to != d.route.cluster:
+                detail["from"] = live.routed_to  # queued in Caldera's queue for another one
+            commits.append(self.gw.commit([routed], "route", **detail))
         try:
             await asyncio.gather(*commits)
         except StoreError as exc:

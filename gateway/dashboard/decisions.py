@@ -38,14 +38,15 @@ def _compared(detail: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def routing_history(events: Iterable[StoredEvent]) -> list[dict[str, Any]]:
-    """A job's routing decisions in time order: kind, from (a revoke: the cluster it left),
-    to, why and the compared predictions (epoch seconds, None: unknown)."""
+    """A job's routing decisions in time order: kind, from (the cluster it left: a revoke's,
+    or a route's away from the cluster it waited for in Caldera's own queue), to, why and
+    the compared predictions (epoch seconds, None: unknown)."""
     out: list[dict[str, Any]] = []
     for e in events:
         if e.kind not in DECISION_KINDS:
             continue
         d = e.detail
-        left = d.get("cluster") if e.kind == "revoke" else None
+        left = d.get("cluster") if e.kind == "revoke" else d.get("from")
         out.append(
             {
                 "time": e.time,

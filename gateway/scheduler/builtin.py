@@ -126,7 +126,14 @@ class PartitionGate:
             return self._judge(job, snap)
         if self._snap is not snap:
             self._snap, self._memo = snap, {}
-        key = (job.partition, spec.time_limit, spec.nodes_min, spec.ntasks, spec.cpus_per_task)
+        key = (
+            job.partition,
+            job.routed_to,
+            spec.time_limit,
+            spec.nodes_min,
+            spec.ntasks,
+            spec.cpus_per_task,
+        )
         found = self._memo.get(key)
         if found is None:
             found = self._memo[key] = self._judge(job, snap)
@@ -144,26 +151,34 @@ class PartitionGate:
 
     @staticmethod
     def _refusal(job: Job, name: str, snap: Snapshot) -> Status | None:
-        """Why partition `name` does not admit the job (None: it does)."""
+        """Why partition `name` does not admit the job (None: it does). A partition that
+        several clusters have admits the job when one of them does, or when the one the
+        router chose for it does: the others' sizes are not the job's limits."""
         limit = job.spec.time_limit
+        routed = job.routed_to if job.routed_to in snap.clusters else None
+        first: Status | None = None
         seen = False
-        for cluster in snap.clusters.values():
+        for cluster_name, cluster in snap.clusters.items():
             part = cluster.partition(name)
-            if part is None:
+            if part is None or (routed is not None and cluster_name != routed):
                 continue
             seen = True
+            why: Status | None = None
             if not part.up:
-                return Status(Code.WAIT, Reason.PARTITION_DOWN)
-            if (
+                why = Status(Code.WAIT, Reason.PARTITION_DOWN)
+            elif (
                 limit is not None
                 and part.max_time != INFINITE
                 and (limit == INFINITE or limit > part.max_time)
             ):
-                return Status(Code.WAIT, Reason.PARTITION_TIME_LIMIT)
-            size = partition_limit(job.spec, cluster, part)
-            if size is not None:
-                return Status(Code.WAIT, size)
-        return None if seen else Status(Code.WAIT, Reason.PARTITION_DOWN)
+                why = Status(Code.WAIT, Reason.PARTITION_TIME_LIMIT)
+            elif (size := partition_limit(job.spec, cluster, part)) is not None:
+                why = Status(Code.WAIT, size)
+            if why is None:
+                return None
+            if first is None:
+                first = why
+        return first if seen else Status(Code.WAIT, Reason.PARTITION_DOWN)
 
 
 def node_partitions_disjoint(asked: tuple[str, ...], of_node: tuple[str, ...]) -> bool:

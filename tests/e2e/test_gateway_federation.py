@@ -9,6 +9,8 @@ clusters' nodes write, so "ran once" is what the job itself saw, not what a log 
 
 from __future__ import annotations
 
+import os
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
@@ -218,6 +220,58 @@ def test_a_gateway_killed_mid_withdrawal_loses_nothing_and_runs_the_job_once(
         assert not runs[0].startswith("node0"), runs
     finally:
         cancel(*fillers)
+        gw.run(["scancel", "-u", "root"])
+        discard_gateway(gw, base)
+
+
+def _stopped_slurmctld(slurm: SlurmStack) -> int:
+    """slurmctld stopped (SIGSTOP): it holds its connections and answers nothing."""
+    pid = int((Path(slurm.slurm_conf).parent.parent / "run" / "slurmctld.pid").read_text())
+    os.kill(pid, signal.SIGSTOP)
+    return pid
+
+
+def test_a_silent_slurm_cluster_gets_no_new_jobs_and_its_running_job_keeps_its_one_run(
+    slurm_cluster: SlurmStack,
+) -> None:
+    """slurmctld stops answering with a job running on the Slurm cluster: a job submitted
+    meanwhile is not sent there (its prediction is unknown once outage_timeout passed) and
+    runs at home; the running job is still the one run when slurmctld answers again, and
+    ends there, once."""
+    base = Path(tempfile.mkdtemp(prefix="caldera-fed-", dir="/tmp"))
+    extra = 'outage_timeout = "10s"\n'
+    gw = start_gateway(base, _config(str(slurm_cluster.slurm_conf), f"fed-{base.name}", extra))
+    log = RunLog()
+    pid = 0
+    try:
+        blocker = _submit(gw, log.script("blocker", 300), "-t", "20", "-c", "2", "-o", "/dev/null")
+        gw.wait(blocker, states=("RUNNING",), timeout=60)
+        away = _submit(gw, log.script("away", 30), "-t", "5", "-o", "/dev/null")
+        final = gw.wait(away, states=("RUNNING",), timeout=120)
+        assert final["cluster"] == "hpc", final
+        pid = _stopped_slurmctld(slurm_cluster)
+        time.sleep(12)  # past outage_timeout
+        late = _submit(gw, log.script("late"), "-t", "5", "-o", "/dev/null")
+        deadline = time.monotonic() + 60
+        while gw.job(late)["cluster"] != "home" or gw.job(late)["state"] != "PENDING":
+            assert time.monotonic() < deadline, gw.job(late)
+            time.sleep(0.5)
+        assert "hpc unknown" in _show(gw, late), _show(gw, late)
+        assert gw.job(away)["state"] == "RUNNING"
+        os.kill(pid, signal.SIGCONT)
+        pid = 0
+        gw.ok(["scancel", str(blocker)])
+        assert gw.wait(late, timeout=120)["cluster"] == "home"
+        final = gw.wait(away, timeout=120)
+        assert final["state"] == "COMPLETED", final
+        assert final["cluster"] == "hpc"
+        assert len(log.runs("away")) == 1, log.runs("away")
+        assert log.runs("away")[0].startswith("node0")
+        assert len(log.runs("late")) == 1
+        assert not log.runs("late")[0].startswith("node0")
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGCONT)
         gw.run(["scancel", "-u", "root"])
         discard_gateway(gw, base)
 

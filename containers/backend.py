@@ -265,6 +265,29 @@ class LocalBackend:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(info.pid, 15)
 
+    def preempt_run(self, job: Job, at: float) -> None:
+        """A preemption's end (grace over): the supervisor writes slurmstepd's `DUE TO
+        PREEMPTION` line (stamped `at`, the record's PreemptTime, as slurmstepd stamps it
+        with slurmctld's), sends SIGCONT and SIGTERM to every process, SIGKILL after KillWait,
+        and reports PREEMPTED with the batch shell's status. The request is written before
+        the supervisor is woken, so it is read with the wake-up."""
+        jobdir = self.job_dir(job.job_id, job.restart_count)
+        if not (jobdir / "spawned").exists():
+            raise BackendError(f"job {job.job_id} is not known to the local backend")
+        if (jobdir / "result.json").exists():
+            return
+        request = {"action": "cancel", "preempt": True, "at": at}
+        write_json(jobdir / "ctl" / f"{time.time_ns()}.json", request, mode=0o600)
+        info = self._runs.supervisor(jobdir)
+        if info is not None and alive(info):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(info.pid, 15)
+
+    def preempted_status(self, job: Job) -> int | None:
+        """The preempted run's batch shell status once its supervisor has concluded."""
+        result = self._runs.result(job.job_id, job.restart_count)
+        return None if result is None else result.exit_code
+
     def suspend(self, job: Job) -> None:
         """Stop every process of the job's run; returns once they are (containers/suspend.py)."""
         request_pause(self.job_dir(job.job_id, job.restart_count), "suspend")

@@ -22,9 +22,10 @@ from gateway.compat.job_env import batch_environment, submit_rlimits, submit_uma
 from gateway.model.backend import BackendError, Launch
 from gateway.model.values import INFINITE
 
-__all__ = ["STEP_DIR_VAR", "NodeSettings", "plan_job"]
+__all__ = ["PERIODIC_TIMEOUT_S", "STEP_DIR_VAR", "NodeSettings", "plan_job"]
 
 STEP_DIR_VAR = "CALDERA_STEP_DIR"  # where srun records steps (set in every job's environment)
+PERIODIC_TIMEOUT_S = 30.0  # slurmctld.h: job_time_limit() runs this often (controller.c)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +148,8 @@ def plan_job(launch: Launch, jobdir: Path, node: NodeSettings) -> JobPlan:
         rlimits=submit_rlimits(launch.environment),
         poll_interval_s=node.poll_interval_s,
         container=container,
+        batch=job.batch,
+        check_period_s=PERIODIC_TIMEOUT_S * node.time_scale,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import signal
@@ -187,7 +188,10 @@ class ProcessRunner:
                     )
                     os.chdir("/tmp")
                 env["SLURM_TASK_PID"] = str(os.getpid())
-                os.execve(plan.script, argv, env)  # noqa: S606 - the job's own script
+                try:
+                    os.execve(plan.script, argv, env)  # noqa: S606 - the job's own script
+                except OSError as exc:
+                    _exec_failed(plan, exc)
             except BaseException as exc:  # noqa: BLE001 - report anything, then leave
                 with contextlib.suppress(BaseException):
                     os.write(2, f"slurmstepd: error: execve(): {plan.script}: {exc}\n".encode())
@@ -287,6 +291,26 @@ def _join(tracking: Tracking) -> None:
         os._exit(127)
     if tracking.ended_file.exists():
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _exec_failed(plan: JobPlan, exc: OSError) -> None:
+    """In the forked child: the script could not be executed. slurmstepd's words and exit
+    status (22.05 task.c `_exec_task`): the errno; a script whose `#!` interpreter is
+    missing is named by that line (`#!/bin/zsh` on the test cluster, which has no zsh:
+    `execve(): bad interpreter(/bin/zsh): No such file or directory`, FAILED 2:0)."""
+    code = exc.errno or 1
+    what = plan.script
+    with contextlib.suppress(OSError):
+        if code == errno.ENOENT:
+            with open(plan.script, "rb") as fh:
+                head = fh.read(255)
+            if len(head) >= 3 and head.startswith(b"#!"):
+                interpreter = head[2:].split(b"\n")[0].decode(errors="replace")
+                what = f"bad interpreter({interpreter})"
+    with contextlib.suppress(BaseException):
+        line = f"slurmstepd-{plan.node}: error: execve(): {what}: {os.strerror(code)}\n"
+        os.write(2, line.encode())
+    os._exit(code)
 
 
 def _to_slurm_status(status: int) -> int:

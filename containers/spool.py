@@ -210,6 +210,9 @@ class JobPlan:
     rlimits: tuple[tuple[str, int], ...] = ()  # the submitter's soft limits (SLURM_RLIMIT_*)
     poll_interval_s: float = 0.05
     container: ContainerPlan | None = None
+    batch: bool = True  # False: salloc's holder, which slurmd would not account as a step
+    # slurmctld's PERIODIC_TIMEOUT (time-scaled): its time-limit checks, which send --signal
+    check_period_s: float = 30.0
 
     def to_json(self) -> dict[str, Any]:
         """Shallow (asdict's deep copy of the environment was most of a launch's plan cost):

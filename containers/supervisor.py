@@ -20,6 +20,7 @@ way, so it outlives the gateway and the fork server, even a SIGKILL of them. It:
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -48,7 +49,7 @@ from containers.suspend import Pause
 from gateway.model.job import Step, exit_code_pair, wait_status
 from gateway.model.state import JobState, Reason
 
-__all__ = ["SIG_IO_FAILURE", "SIG_OOM", "Supervisor", "main"]
+__all__ = ["SIG_IO_FAILURE", "SIG_OOM", "Supervisor", "main", "warning_time"]
 
 SIG_OOM = 253  # Slurm's dummy status for out of memory (sacct: 0:125)
 SIG_IO_FAILURE = 53  # the signal slurmstepd reports when the job's files cannot be opened
@@ -70,6 +71,8 @@ class Supervisor:
         self.plan = JobPlan.from_json(data)
         self.cancel_requested = False
         self.cancelled = False
+        self.preempted = False  # the cancel is a preemption's (slurmstepd says so)
+        self.preempted_at: float | None = None  # when slurmctld's record says it was ended
         self.timed_out = False
         self.oom = False
         self.kill_at: float | None = None
@@ -136,6 +139,10 @@ class Supervisor:
             action = req.get("action")
             if action == "cancel":
                 self.cancel_requested = True
+                if req.get("preempt") and not self.preempted:
+                    self.preempted = True
+                    at = req.get("at")
+                    self.preempted_at = float(at) if isinstance(at, (int, float)) else None
             elif action == "time_limit":  # scontrol update TimeLimit= of the running job
                 seconds = req.get("seconds")
                 self._set_limit(None if seconds is None else float(seconds))
@@ -151,9 +158,9 @@ class Supervisor:
                     self._signal_steps(sig)
         if self.cancel_requested and not self.cancelled and not self.timed_out:
             self.cancelled = True
-            self._say(
-                f"*** JOB {self.plan.job_id} ON {self.plan.node} CANCELLED AT {_stamp(now)} ***"
-            )
+            why = " DUE TO PREEMPTION" if self.preempted else ""
+            at, plan = _stamp(self.preempted_at or now), self.plan  # the record's PreemptTime
+            self._say(f"*** JOB {plan.job_id} ON {plan.node} CANCELLED AT {at}{why} ***")
             self._terminate(runner, now)
 
     # --- the run -----------------------------------------------------------------------------
@@ -243,16 +250,20 @@ class Supervisor:
         self.started += paused_s
         if self.deadline is not None:
             self.deadline += paused_s
-        if self.signal_at is not None:
-            self.signal_at += paused_s
+        self._plan_signal()
 
     def _set_limit(self, limit_s: float | None) -> None:
         """The deadline (and the --signal time before it) for a limit counted from the start;
         a limit already passed ends the job at the next check, as Slurm does."""
         self.deadline = self.started + limit_s if limit_s is not None else None
+        self._plan_signal()
+
+    def _plan_signal(self) -> None:
+        """When --signal's warning goes out (once), from now on: see warning_time."""
         self.signal_at = None
         if self.plan.signal is not None and self.deadline is not None and not self.signal_sent:
-            self.signal_at = self.deadline - self.plan.signal[1]
+            lead, period = self.plan.signal[1], self.plan.check_period_s
+            self.signal_at = warning_time(self.deadline, lead, period, time.time())
 
     def _loop(self, runner: BatchRunner, start: float) -> int:
         plan = self.plan
@@ -319,12 +330,18 @@ class Supervisor:
         if oom:
             batch_state = JobState.OUT_OF_MEMORY
         self._write_batch_step(batch_state, start, end, SIG_OOM if oom else status)
-        if self.cancelled:
+        if self.cancelled and self.preempted:
+            # slurmctld keeps the batch shell's status (0:15 for the SIGTERM, 0:9 when KillWait
+            # ran out) for scontrol; sacct's job row keeps 0:0 (recorded on the burst cluster)
+            result = JobResult(JobState.PREEMPTED, status, derived, Reason.NONE, start, end)
+        elif self.cancelled:
             result = JobResult(JobState.CANCELLED, 0, derived, Reason.NONE, start, end)
         elif self.timed_out:
             # slurmctld keeps the batch shell's status (0:15 for the SIGTERM) for scontrol; its
-            # accounting record, written at the limit before that status came, keeps 0:0
-            result = JobResult(JobState.TIMEOUT, status, derived, Reason.TIME_LIMIT, start, end)
+            # accounting record, written at the limit before that status came, keeps 0:0. An
+            # allocation has no batch shell: 0:0 in both (salloc -t 1 on the test cluster)
+            kept = status if self.plan.batch else 0
+            result = JobResult(JobState.TIMEOUT, kept, derived, Reason.TIME_LIMIT, start, end)
         elif oom:
             result = JobResult(
                 JobState.OUT_OF_MEMORY,
@@ -376,6 +393,8 @@ class Supervisor:
         self, state: JobState, start: float, end: float | None, status: int
     ) -> None:
         plan = self.plan
+        if not plan.batch:  # an allocation: slurmd runs no batch step for salloc
+            return
         step = Step(
             job_id=plan.job_id,
             step_id="batch",
@@ -396,6 +415,17 @@ class Supervisor:
         data["max_rss_kb"] = self.max_rss_kb
         write_json(self.dir / "result.json", data)
         announce_change(self.dir.parent.parent)  # the spool's gateway polls now
+
+
+def warning_time(deadline: float, lead_s: float, period_s: float, not_before: float) -> float:
+    """When slurmctld's --signal warning reaches a job ending at `deadline`: at the first of
+    its periodic time-limit checks (controller.c runs job_time_limit() every
+    PERIODIC_TIMEOUT, on one clock for every job: here multiples of `period_s` since the
+    epoch) at which the end is at most `lead_s + period_s` away (send_job_warn_signal), and
+    not before `not_before`. A lead beyond the time limit is due at once, yet still waits
+    for that check: a job that ends sooner gets no signal."""
+    due = max(deadline - lead_s - period_s, not_before)
+    return math.ceil(due / period_s) * period_s if period_s > 0 else due
 
 
 def _detach() -> None:

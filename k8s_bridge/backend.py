@@ -41,7 +41,6 @@ from k8s_bridge.informer import Informer
 from k8s_bridge.inventory import (
     NodeInfo,
     PodUsage,
-    cluster_state,
     parse_node,
     parse_usage,
 )
@@ -55,6 +54,7 @@ from k8s_bridge.kube import (
     api_client_from_token,
 )
 from k8s_bridge.lifecycle import PodState, gang_status, parse_pod
+from k8s_bridge.liveness import ApiLiveness, describe_cluster
 from k8s_bridge.names import (
     LABEL_CLUSTER,
     LABEL_MANAGED,
@@ -69,6 +69,7 @@ from k8s_bridge.ratelimit import TokenBucket
 from k8s_bridge.reconcile import adoption_launch, index_pods, index_roots
 from k8s_bridge.render import TranslationError, render_gang, without_podgroup
 from k8s_bridge.request import GangRequest
+from k8s_bridge.room import RoomView
 from k8s_bridge.states import LOST, event_kind
 from k8s_bridge.withdraw import Withdrawals, is_withdrawn, resubmitted, withdraw_attempt
 
@@ -80,7 +81,7 @@ Obj = dict[str, Any]
 _SIGNALS_THAT_CANCEL = (None, 9, 15)
 
 
-class KubernetesBackend(GracefulEnd, GangController):
+class KubernetesBackend(GracefulEnd, RoomView, GangController):
     """Jobs as gangs of pods on one Kubernetes cluster (see the module docstring)."""
 
     def __init__(
@@ -162,6 +163,9 @@ class KubernetesBackend(GracefulEnd, GangController):
             name=f"{cluster}-usage",
         )
         self._thread: threading.Thread | None = None
+        self.liveness = ApiLiveness(
+            self.client, cluster, self.opts.probe_interval_s, self.opts.silent_after_s
+        )
         self.ticks = 0
         if start:
             self.start()
@@ -174,6 +178,7 @@ class KubernetesBackend(GracefulEnd, GangController):
             return
         self.pods.start()
         self.nodes.start()
+        self.liveness.start()
         if self._mode is GangMode.CALDERA:
             self.usage.start()
         self._thread = threading.Thread(target=self._run, name=f"k8s-{self.name}", daemon=True)
@@ -183,6 +188,7 @@ class KubernetesBackend(GracefulEnd, GangController):
         """Stop the threads (running jobs keep running on the cluster)."""
         self._stop.set()
         self._wake.set()
+        self.liveness.stop()
         for informer in (self.pods, self.nodes, self.usage):
             informer.stop()
         if self._thread is not None:
@@ -225,14 +231,7 @@ class KubernetesBackend(GracefulEnd, GangController):
     def describe(self) -> ClusterState:
         """Nodes (allocatable cpu/memory/GPUs, labels, taints as drain reasons) and the
         partitions made from node labels; `reachable=False` when the API server is not."""
-        if self.nodes.synced:
-            return cluster_state(self.name, self.nodes.items().values(), self.opts)
-        try:
-            objs, _ = self.client.list(NODES, None)
-        except KubeError:
-            cached = self.nodes.items().values()
-            return cluster_state(self.name, cached, self.opts, reachable=False)
-        return cluster_state(self.name, (parse_node(o) for o in objs), self.opts)
+        return describe_cluster(self.name, self.nodes, self.liveness, self.opts)
 
     def submit(self, launch: Launch) -> str:
         """Create the gang of this job attempt (idempotent); its backend id."""

@@ -220,10 +220,18 @@ class KubeClient:
         body: Any = None,
         content_type: str | None = None,
         what: str = "",
+        timeout: tuple[float, float] | None = None,
     ) -> Obj:
-        """One call; the decoded JSON answer, or a KubeError."""
+        """One call; the decoded JSON answer, or a KubeError (`timeout`: connect and read
+        seconds, default the client's)."""
         resp = self._send(
-            method, path, query=query, body=body, content_type=content_type, what=what
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            timeout=timeout,
+            what=what,
         )
         try:
             data = resp.read()

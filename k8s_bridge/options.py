@@ -130,6 +130,10 @@ class K8sOptions:
     burst: int = 100
     workers: int = 8  # parallel requests when creating or binding a gang
     request_timeout_s: float = 15.0
+    # the API server is asked GET /version this often; unanswered this long, the cluster
+    # is described unreachable (the router's outage_timeout counts from then; 0: no probe)
+    probe_interval_s: float = 2.0
+    silent_after_s: float = 10.0
     # lifecycle
     resync_s: float = 0.5  # controller tick when nothing happens
     # a gang the gateway placed whose nodes cannot take it for this long is handed back

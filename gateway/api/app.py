@@ -90,6 +90,7 @@ class SbatchBody(BaseModel):
     script_operand: str | None = Field(default=None, max_length=4096)
     token: str | None = Field(default=None, min_length=8, max_length=128)  # idempotency
     retry: bool = False  # the client lost the answer to this token's earlier attempt
+    allocation: str | None = Field(default=None, max_length=4096)  # salloc's: its Command
 
     @field_validator("script_b64")
     @classmethod
@@ -209,6 +210,7 @@ async def submit_answer(gw: Gateway, caller: Caller, body: SbatchBody) -> dict[s
         script_operand=body.script_operand,
         token=body.token,
         retry=body.retry,
+        allocation=body.allocation,
     )
     try:  # -M/--clusters naming no known cluster: Slurm's refusal, nothing stored
         clusters = cluster_choice(gw, caller, call)

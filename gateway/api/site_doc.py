@@ -10,6 +10,7 @@ from typing import Any
 
 from gateway.control.gateway import Gateway
 from gateway.model.cluster import ClusterState
+from gateway.policy.service import policy_of
 from gateway.scheduler.licenses import license_usage
 
 __all__ = ["site_document"]
@@ -61,4 +62,18 @@ def site_document(gw: Gateway) -> dict[str, Any]:
         "licenses": [
             [u.name, u.total, u.used] for u in license_usage(clusters, gw.jobs.active.values())
         ],
+        **_preempt(gw),
+    }
+
+
+def _preempt(gw: Gateway) -> dict[str, Any]:
+    """PreemptExemptTime, the site's and each QOS's own, while preemption is on."""
+    policy = policy_of(gw)
+    cfg = policy.preempter.cfg
+    if not cfg.enabled:
+        return {}
+    qos = {q.name: q.preempt_exempt_s for q in policy.state.qos.values()}
+    return {
+        "preempt_exempt_s": cfg.exempt_s,
+        "qos_preempt_exempt": {k: v for k, v in qos.items() if v is not None},
     }

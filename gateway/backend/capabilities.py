@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from gateway.model.backend import Backend
-from gateway.model.job import Job, Step
+from gateway.model.job import Job, RankPlacement, Step
+from gateway.scheduler.snapshot import NodeFree
 
 __all__ = [
     "AccountedJob",
@@ -27,6 +28,9 @@ __all__ = [
     "Notifies",
     "PlacesItself",
     "PredictsStart",
+    "PreemptsRuns",
+    "Room",
+    "ShowsRoom",
     "Suspends",
     "UpdatesTimeLimit",
     "Withdraws",
@@ -83,6 +87,26 @@ class EndsGracefully(Protocol):
         """SIGTERM every process of the job's current run now and SIGKILL what is left
         `grace_s` wall seconds later. Returns once asked, not once ended: `end_attempt`
         or `cancel` still ends the run for the record. BackendError when not asked."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Room:
+    """What is free on each node of a cluster, and what each run there holds ((job id,
+    attempt) -> its ranks), counted from the same source so that they add up."""
+
+    free: Mapping[str, NodeFree]
+    held: Mapping[tuple[int, int], tuple[RankPlacement, ...]]
+
+
+@runtime_checkable
+class ShowsRoom(Protocol):
+    """A cluster that places its own jobs but lets the gateway preempt for the jobs waiting
+    in its queue (Kubernetes under Volcano, gateway/control/queued_preempt.py): the gateway
+    chooses the victims, so it needs the cluster's room."""
+
+    def room(self) -> Room | None:
+        """The room now; None while the backend does not know it yet. Non-blocking."""
         ...
 
 
@@ -169,6 +193,26 @@ class Suspends(Protocol):
         ...
 
 
+@runtime_checkable
+class PreemptsRuns(Protocol):
+    """The backend can end a preempted run as slurmstepd does (the local runner): the job's
+    output says `*** JOB N ON node CANCELLED AT t DUE TO PREEMPTION ***`, every process gets
+    SIGCONT and SIGTERM, what is left SIGKILL after KillWait, and the run then reports
+    FINISHED in state PREEMPTED with its batch shell's wait status. Meanwhile the record
+    shows COMPLETING, as slurmctld's does (recorded on the burst test cluster)."""
+
+    def preempt_run(self, job: Job, at: float) -> None:
+        """Ask the job's current run to end so, its output line stamped `at` (the record's
+        PreemptTime); returns once asked, not once ended (BackendError when it cannot be
+        asked)."""
+        ...
+
+    def preempted_status(self, job: Job) -> int | None:
+        """The current run's batch shell wait status once the run has ended, else None.
+        Non-blocking; `end_attempt` still confirms that every process is gone."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """The optional abilities of one backend (None: it has not got that one)."""
@@ -185,6 +229,8 @@ class Capabilities:
     withdraws: Withdraws | None = None
     notifies: Notifies | None = None
     suspends: Suspends | None = None
+    shows_room: ShowsRoom | None = None
+    preempts_runs: PreemptsRuns | None = None
 
 
 def capabilities_of(backend: Backend) -> Capabilities:
@@ -202,4 +248,6 @@ def capabilities_of(backend: Backend) -> Capabilities:
         withdraws=backend if isinstance(backend, Withdraws) else None,
         notifies=backend if isinstance(backend, Notifies) else None,
         suspends=backend if isinstance(backend, Suspends) else None,
+        shows_room=backend if isinstance(backend, ShowsRoom) else None,
+        preempts_runs=backend if isinstance(backend, PreemptsRuns) else None,
     )

@@ -5,25 +5,28 @@ default) with the allocation's SLURM_* environment, and gives the allocation bac
 command ends, with the command's exit code as the job's. srun outside a job does the same
 around one step. Caldera's allocation is a job submitted through sbatch whose batch script
 holds the allocation: it writes its environment for the client, then waits until the
-client writes the command's exit status, and exits with it (so sacct shows COMPLETED or
+client writes the command's wait status, and ends with it (so the job ends COMPLETED or
 FAILED with the code, as Slurm does). The files are in a private directory of the caller's.
+The job is submitted as an allocation: slurmctld's record of a salloc job (BatchFlag=0,
+Command=(null), no batch step in sacct; the holder is Caldera's, not the user's).
 
 Limits: the allocation's holder must run on this machine (the local backend); on another
 cluster the client cannot hand the exit status over, and the job is cancelled instead.
-sacct lists the holder as the job's batch step (Slurm has none for salloc).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from containers.srun_layout import SrunExit, parse
@@ -81,26 +84,32 @@ _ALLOCATION_OPTIONS = {
     "qos",
     "time",
 }
+# the allocation's holder: hands the client its environment, waits for the command's wait
+# status (`N`: exit N; `-S`: killed by signal S), and ends the same way, so the job's
+# ExitCode and state are slurmctld's for salloc's slurm_complete_job(status)
 _HOLDER = (
     'd={dir}; env -0 > "$d/env.tmp" && mv "$d/env.tmp" "$d/env"; '
-    'while [ ! -e "$d/status" ]; do sleep 0.1; done; exit "$(cat "$d/status")"'
+    'while [ ! -e "$d/status" ]; do sleep 0.1; done; s="$(cat "$d/status")"; '
+    'case "$s" in -*) trap - "${{s#-}}"; kill -s "${{s#-}}" $$; exit 1;; esac; exit "$s"'
 )
+# signals that make salloc give the allocation back (slurmctld cancels it: sig_array)
+_TERMINAL = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+_ALIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED")
 
 
-def _sbatch(args: Sequence[str], prog: str) -> tuple[int, str, str]:
-    """sbatch --parsable with these words, its messages as `prog`'s."""
-    code = (
-        f"import sys; sys.path[:0] = {sys.path!r}; "
-        "from gateway.cli.sbatch_cmd import main; sys.exit(main())"
+def _sbatch(args: Sequence[str], prog: str, command: str) -> tuple[int, str, str]:
+    """sbatch --parsable with these words for an allocation recording `command`, its
+    messages as `prog`'s."""
+    from gateway.cli.sbatch_cmd import allocate
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = allocate(["--parsable", *args], command)
+    return (
+        code,
+        out.getvalue().strip().split(";")[0],
+        err.getvalue().replace("sbatch: ", f"{prog}: "),
     )
-    done = subprocess.run(
-        [sys.executable, "-I", "-c", code, "--parsable", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    err = done.stderr.replace("sbatch: ", f"{prog}: ")
-    return done.returncode, done.stdout.strip().split(";")[0], err
 
 
 def _record(job_id: str) -> tuple[str, str]:
@@ -123,59 +132,186 @@ def _cancel(job_id: str) -> None:
         call("POST", "/v1/jobs/signal", body)
 
 
+class _Signals:
+    """salloc's signal handling: the terminal signals are noted (the caller cancels the
+    allocation, as salloc's `_signal_while_allocating` completes the job with NO_VAL);
+    SIGHUP goes on to the command's process group once it runs. srun outside a job
+    (`forward`) passes every one of them to its step once the step runs, as srun does."""
+
+    def __init__(self, forward: bool) -> None:
+        self.caught = False
+        self.forward = forward
+        self.command: int | None = None
+        for sig in _TERMINAL:
+            signal.signal(sig, self._note)
+        signal.signal(signal.SIGHUP, self._hangup)
+
+    def _note(self, signum: int, frame: object) -> None:
+        if self.forward and self.command is not None:
+            self._hangup(signum, frame)
+        else:
+            self.caught = True
+
+    def _hangup(self, signum: int, frame: object) -> None:
+        if self.command is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.command, signum)
+        else:
+            self.caught = True
+
+
+def _granted(job_id: str, env_file: Path, say: Callable[[str], None], sig: _Signals) -> bool:
+    """Wait until the holder runs (its environment is written), with salloc's lines while
+    the job pends; False when the job ended or a signal made salloc give it up."""
+    waited, asked = False, time.monotonic()
+    while not env_file.exists():
+        if sig.caught:
+            _cancel(job_id)
+            say(f"Job allocation {job_id} has been revoked.")
+            say("Job aborted due to signal")
+            return False
+        state, reason = _record(job_id)
+        if state not in _ALIVE:
+            say(f"error: Job allocation {job_id} has been revoked.")
+            return False
+        # slurmctld answers salloc's request at once when it can allocate; Caldera's
+        # answer is its next scheduling cycle: "pending" only once a cycle left the job
+        # waiting (it then has a reason), or after a second without one
+        decided = reason != "None" or time.monotonic() - asked > 1.0
+        if state == "PENDING" and decided and not waited:
+            say(f"Pending job allocation {job_id}")
+            say(f"job {job_id} queued and waiting for resources")
+            waited = True
+        time.sleep(0.1)
+    if waited:
+        say(f"job {job_id} has been allocated resources")
+    say(f"Granted job allocation {job_id}")
+    return True
+
+
+def _spawn(
+    command: Sequence[str], env: dict[str, str], prog: str
+) -> subprocess.Popen[bytes] | None:
+    """The command in a process group of its own, given the terminal when salloc has one
+    (salloc's `_fork_command` and tcsetpgrp), SIGINT and SIGQUIT at their defaults."""
+    try:
+        proc = subprocess.Popen(list(command), env=env, process_group=0, restore_signals=True)
+    except OSError:
+        sys.stderr.write(f'{prog}: error: _fork_command: Unable to find command "{command[0]}"\n')
+        return None
+    _foreground(proc.pid)
+    return proc
+
+
+def _foreground(pgid: int) -> None:
+    """Give the terminal (if standard input is one) to process group `pgid`."""
+    if not os.isatty(0):
+        return
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        with contextlib.suppress(OSError):
+            os.tcsetpgrp(0, pgid)
+    finally:
+        signal.signal(signal.SIGTTOU, old)
+
+
+def _watch(
+    proc: subprocess.Popen[bytes], job_id: str, say: Callable[[str], None], sig: _Signals
+) -> bool:
+    """Wait for the command; cancel the allocation on a terminal signal and say when it is
+    revoked (scancel, the time limit), as salloc's job-complete handler does. The command
+    runs on either way (salloc sends it nothing). True if the allocation was revoked."""
+    revoked, next_look = False, time.monotonic() + 0.5
+    while True:
+        try:
+            proc.wait(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if revoked:
+            continue
+        if sig.caught:
+            _cancel(job_id)
+            next_look = 0.0
+        if time.monotonic() >= next_look:
+            next_look = time.monotonic() + 0.5
+            state = _state(job_id)
+            if state not in _ALIVE:
+                revoked = True
+                if state == "TIMEOUT":
+                    say(
+                        f"Job {job_id} has exceeded its time limit and its allocation has been "
+                        "revoked."
+                    )
+                else:
+                    say(f"Job allocation {job_id} has been revoked.")
+    return revoked
+
+
+def _exit_code(status: int, step: bool) -> int:
+    """The exit code for the command's wait status (Popen's: -S when killed by S): its exit
+    code; killed by a signal, srun's 128+S, or salloc's 0 for a signal the user likely sent
+    (SIGHUP, SIGINT, SIGQUIT, SIGKILL) and 1 for any other."""
+    if status >= 0:
+        return status
+    if step:
+        return 128 - status
+    return 0 if -status in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGKILL) else 1
+
+
 def run_allocation(
-    options: Sequence[str], command: Sequence[str], prog: str, name: str, quiet: bool = False
+    options: Sequence[str],
+    command: Sequence[str],
+    prog: str,
+    name: str,
+    recorded: str = "(null)",
+    step: bool = False,
 ) -> int:
-    """Hold an allocation with `options` (named `name` unless they name it) while
-    `command` runs in it; the command's exit status."""
+    """Hold an allocation with `options` (named `name` unless they name it, its Command
+    `recorded`) while `command` runs in it; the exit code. `step`: srun outside a job,
+    whose allocation is silent and whose signals go to its step."""
     home = Path(tempfile.mkdtemp(prefix="caldera-alloc-"))
     try:
         home.chmod(0o700)
         holder = _HOLDER.format(dir=shlex.quote(str(home)))
         named = any(o.startswith(("-J", "--job-name")) for o in options)
         name_args = [] if named else ["--job-name", name]
-        rc, job_id, err = _sbatch([*name_args, *options, "-o", "/dev/null", "--wrap", holder], prog)
+        sig = _Signals(forward=step)
+        rc, job_id, err = _sbatch(
+            [*name_args, *options, "-o", "/dev/null", "--wrap", holder], prog, recorded
+        )
         if rc != 0:
             sys.stderr.write(err)
             return 1
-        say = (lambda text: None) if quiet else (lambda text: sys.stderr.write(f"{prog}: {text}\n"))
-        env_file, waited, asked = home / "env", False, time.monotonic()
-        while not env_file.exists():
-            state, reason = _record(job_id)
-            if state not in ("PENDING", "RUNNING", "CONFIGURING"):
-                say(f"error: Job allocation {job_id} has been revoked.")
-                return 1
-            # slurmctld answers salloc's request at once when it can allocate; Caldera's
-            # answer is its next scheduling cycle: "pending" only once a cycle left the job
-            # waiting (it then has a reason), or after a second without one
-            decided = reason != "None" or time.monotonic() - asked > 1.0
-            if state == "PENDING" and decided and not waited:
-                say(f"Pending job allocation {job_id}")
-                say(f"job {job_id} queued and waiting for resources")
-                waited = True
-            time.sleep(0.1)
-        if waited:
-            say(f"job {job_id} has been allocated resources")
-        say(f"Granted job allocation {job_id}")
+
+        def say(text: str) -> None:
+            if not step:
+                sys.stderr.write(f"{prog}: {text}\n")
+
+        env_file = home / "env"
+        if not _granted(job_id, env_file, say, sig):
+            return 1
         pairs = (item.partition("=") for item in env_file.read_text().split("\0") if item)
         env = {**os.environ, **{k: v for k, _, v in pairs if k in _KEPT}}
-        try:
-            status = subprocess.run(list(command), env=env, check=False).returncode
-        except OSError as exc:
-            sys.stderr.write(f"{prog}: error: {command[0]}: {exc.strerror}\n")
-            status = 127 if isinstance(exc, FileNotFoundError) else 126
-        except KeyboardInterrupt:
-            status = 130
-        code = status if status >= 0 else 128 - status
-        say(f"Relinquishing job allocation {job_id}")
-        (home / "status.tmp").write_text(str(min(code, 255)))
-        (home / "status.tmp").rename(home / "status")
-        deadline = time.monotonic() + 10
-        while _state(job_id) in ("RUNNING", "COMPLETING") and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _state(job_id) in ("RUNNING", "COMPLETING"):  # a holder elsewhere never saw it
-            _cancel(job_id)
-        return code
+        proc = _spawn(command, env, prog)
+        revoked = False
+        if proc is None:
+            status = 1
+        else:
+            sig.command = proc.pid
+            revoked = _watch(proc, job_id, say, sig)
+            _foreground(os.getpgrp())
+            status = proc.returncode
+        if not revoked:
+            say(f"Relinquishing job allocation {job_id}")
+            (home / "status.tmp").write_text(str(status))
+            (home / "status.tmp").rename(home / "status")
+            deadline = time.monotonic() + 10
+            while _state(job_id) in ("RUNNING", "COMPLETING") and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if _state(job_id) in ("RUNNING", "COMPLETING"):  # a holder elsewhere never saw it
+                _cancel(job_id)
+        return _exit_code(status, step)
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -192,8 +328,9 @@ def srun_outside_a_job(argv: Sequence[str]) -> int:
     for name, value in options.items():
         if name in _ALLOCATION_OPTIONS:
             allocation.append(f"--{name}" if value is None else f"--{name}={value}")
-    step = [sys.executable, "-I", "-c", _SRUN_STEP, *argv]
-    return run_allocation(allocation, step, "srun", Path(command[0]).name, quiet=True)
+    launch = [sys.executable, "-I", "-c", _SRUN_STEP, *argv]
+    name = Path(command[0]).name
+    return run_allocation(allocation, launch, "srun", name, recorded=command[0], step=True)
 
 
 _SRUN_STEP = (

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 else:
     import _signal  # `signal` imports enum: milliseconds
 
-__all__ = ["main"]
+__all__ = ["allocate", "main"]
 
 _PROG = "sbatch"
 _ACTIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING")
@@ -336,11 +336,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def allocate(argv: Sequence[str], command: str) -> int:
+    """sbatch's submission of an allocation for salloc (gateway/cli/salloc_cmd.py): the
+    job records `command` as its Command and is no batch job (BatchFlag=0, no batch step)."""
+    return _main(argv, {"allocation": command})
+
+
+def _main(argv: Sequence[str] | None, extra: dict[str, Any] | None = None) -> int:
     args = [_PROG, *(sys.argv[1:] if argv is None else argv)]
     cwd = posix.getcwd()
     client = FastClient(socket_path())
     base = {
+        **(extra or {}),
         "argv": args,
         "env": _environment(),
         "cwd": cwd,

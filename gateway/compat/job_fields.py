@@ -18,13 +18,16 @@ from gateway.compat.duration import mins_to_str, secs_to_str
 from gateway.compat.filename import NO_TASK, PatternContext, expand_for_display
 from gateway.compat.quantity import mail_type_str
 from gateway.compat.tres import TresNames
+from gateway.model.job import Job
 from gateway.model.jobspec import JobSpec, Sharing
+from gateway.model.state import JobState
 from gateway.model.values import INFINITE, GresItem
 
 __all__ = [
     "JobIdentity",
     "SiteDefaults",
     "format_mem",
+    "preempt_line",
     "request_fields",
     "site_from",
     "slurm_time",
@@ -45,6 +48,10 @@ class SiteDefaults:
     partition_cpus: dict[str, int] = field(default_factory=dict)  # its largest node's CPUs
     partition_mem: dict[str, int] = field(default_factory=dict)  # its largest node's MiB
     tres_names: TresNames = field(default_factory=TresNames)  # AccountingStorageTRES
+    # PreemptExemptTime when preemption is on (None: PreemptType=preempt/none), and each
+    # QOS's own; scontrol shows PreemptEligibleTime = StartTime + it, as slurmctld does
+    preempt_exempt_s: int | None = None
+    qos_preempt_exempt: dict[str, int] = field(default_factory=dict)
 
     def time_limit(self, partition: str) -> int:
         """A job's limit when it gave none: the partition's default (or max) time."""
@@ -73,6 +80,17 @@ def format_mem(mb: int) -> str:
         mb //= 1024
         i += 1
     return f"{mb}{units[i]}"
+
+
+def preempt_line(job: Job, site: SiteDefaults) -> list[str]:
+    """slurmctld's PreemptEligibleTime line, for a job that has started while preemption
+    is on (never under preempt/none, nor for a pending or requeued job: recorded on the
+    burst cluster)."""
+    if site.preempt_exempt_s is None or job.state is JobState.PENDING or not job.start_time:
+        return []
+    exempt = site.qos_preempt_exempt.get(job.qos, site.preempt_exempt_s)
+    at = slurm_time(int(job.preempt_time)) if job.preempt_time else "None"
+    return [f"PreemptEligibleTime={slurm_time(int(job.start_time) + exempt)} PreemptTime={at}"]
 
 
 def slurm_time(epoch: int | None) -> str:
@@ -224,4 +242,6 @@ def site_from(data: dict[str, Any]) -> SiteDefaults:
         partition_cpus={k: int(v) for k, v in (site.get("partition_cpus") or {}).items()},
         partition_mem={k: int(v) for k, v in (site.get("partition_mem") or {}).items()},
         tres_names=TresNames(None if names is None else tuple(names)),
+        preempt_exempt_s=site.get("preempt_exempt_s"),
+        qos_preempt_exempt={k: int(v) for k, v in (site.get("qos_preempt_exempt") or {}).items()},
     )

@@ -394,7 +394,7 @@ class JobValues:
 
     @property
     def batch_flag(self) -> bool:
-        return self.extras.batch_flag if self.extras.batch_flag is not None else True
+        return self.extras.batch_flag if self.extras.batch_flag is not None else self.job.batch
 
     @property
     def batch_host(self) -> str | None:

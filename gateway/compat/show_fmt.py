@@ -21,7 +21,7 @@ from gateway.compat.fmt_common import (
     hostlist_compress,
     make_time_str,
 )
-from gateway.compat.job_fields import JobIdentity, SiteDefaults, request_fields
+from gateway.compat.job_fields import JobIdentity, SiteDefaults, preempt_line, request_fields
 from gateway.compat.job_fmt_values import JobValues, job_values
 from gateway.compat.job_times import own_extras
 from gateway.compat.node_fmt_state import BASE, node_state, node_state_string_complete
@@ -175,6 +175,7 @@ def show_job(
     lines.append(
         f"StartTime={make_time_str(_start_time(job))} EndTime={end_text} Deadline={deadline}"
     )
+    lines.extend(preempt_line(job, site))
     sus_at = ex.suspend_time or job.suspend_time
     suspend = make_time_str(sus_at) if sus_at else "None"
     lines.append(

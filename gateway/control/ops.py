@@ -18,11 +18,13 @@ from gateway.compat.slurm_errors import SlurmErrno
 from gateway.control.arraytasks import Target, remove_index
 from gateway.control.bulk import Changes
 from gateway.control.gateway import Gateway
-from gateway.control.submit import Caller, priority_for
+from gateway.control.submit import Caller
 from gateway.model.backend import BackendError
 from gateway.model.job import Hold, Job
 from gateway.model.state import JobState, Reason
 from gateway.model.values import INFINITE, NO_VAL
+from gateway.policy.priority import reniced
+from gateway.policy.service import policy_of
 
 __all__ = [
     "OpResult",
@@ -254,7 +256,7 @@ async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> lis
                     job,
                     hold=None,
                     reason=Reason.NONE,
-                    priority=priority_for(job.job_id, job.spec.nice),
+                    priority=policy_of(gw).number(job),
                 )
             )
         results.append(OpResult(target_name(target), err))
@@ -439,8 +441,8 @@ def _update_one(job: Job, key: str, value: str, caller: Caller) -> Job | SlurmEr
         if nice < 0 and not caller.operator:
             return SlurmErrno.ACCESS_DENIED
         new = replace(job, spec=replace(spec, nice=nice))
-        if job.hold is None and job.state is JobState.PENDING:
-            new = replace(new, priority=priority_for(job.job_id, nice))
+        if job.hold is None and not job.state.is_finished:
+            new = replace(new, priority=reniced(job.priority, spec.nice, nice))
         return new
     if k == "jobname" or k == "name":
         return replace(job, spec=replace(spec, name=value))

@@ -1,14 +1,21 @@
 """Acting on the cycle's preemption decisions, for the clusters the gateway places itself.
 
-For each victim the cycle names (gateway/scheduler/preempt.py): a `preempt` event on the
-victim and a `preempting` event on the preemptor; with GraceTime, SIGTERM to every
-process of the victim (`preempt-signal`; a backend that `EndsGracefully` is given the grace
-itself, so Kubernetes deletes the pods with it); once the grace is over, its run is ended and
-confirmed gone (the backend's `EndsAttempts`, as a requeue does; else a SIGKILL), then the
-victim is recorded PREEMPTED (CANCEL) or requeued (REQUEUE) with a `preempt-end` event.
-Only then are its resources free, so the preemptor starts (`preempt-start`) no earlier
-than its victims' runs have ended: the two never overlap. A privileged preemptor (QOS flag
-`Privileged`) first marks its victims WillEvict for a notice (control/will_evict.py).
+As slurmctld 22.05 does (recorded on the burst test cluster, tests/data/
+slurm_preempt_22.05.json). For each victim the cycle names (gateway/scheduler/preempt.py):
+a `preempt` event on the victim and a `preempting` event on the preemptor; PreemptTime now.
+With GraceTime, EndTime moves to the grace's end and SIGCONT and SIGTERM go to the job's
+steps, not its batch shell (`preempt-signal`; a backend that `EndsGracefully` is given the
+grace itself, so Kubernetes deletes the pods with it). Once the grace is over, a backend that
+`PreemptsRuns` (the local runner) ends the run as slurmstepd does: `DUE TO PREEMPTION` in
+the job's output, SIGCONT and SIGTERM to every process, SIGKILL after KillWait; meanwhile
+the victim shows COMPLETING with EndTime = PreemptTime = that moment (`preempt-kill`).
+When the run has reported its end, or elsewhere at once, it is ended and confirmed gone (the
+backend's `EndsAttempts`, as a requeue does; else a SIGKILL), then the victim is recorded
+PREEMPTED (CANCEL; ExitCode the batch shell's status) or requeued (REQUEUE) with a
+`preempt-end` event. Only then are its resources free, so the preemptor starts
+(`preempt-start`) no earlier than its victims' runs have ended: the two never overlap. A
+privileged preemptor (QOS flag `Privileged`) first marks its victims WillEvict for a notice
+(control/will_evict.py).
 
 From the moment a victim is chosen its run is marked as being ended by the gateway, so
 what the backend reports about that run (a job that exits on its SIGTERM) stays out of the
@@ -31,19 +38,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
 from gateway.compat.slurm_errors import SlurmErrno
+from gateway.control.preempt_restore import in_grace
+from gateway.control.queued_preempt import QueuedPreemption
 from gateway.control.suspend import resume_run, suspend_run
 from gateway.control.will_evict import WILL_EVICT, WillEvict
 from gateway.model.backend import BackendError
 from gateway.model.cluster import Partition
 from gateway.model.job import Job
 from gateway.model.state import JobState, Reason
-from gateway.model.suspension import SUSPENDED_BY_OPERATOR, caldera_suspended
+from gateway.model.suspension import SUSPENDED_BY_OPERATOR, caldera_suspended, expected_end
+from gateway.model.values import INFINITE, NO_VAL
 from gateway.policy.model import PolicyState
 from gateway.policy.preempt_rules import (
     Mode,
@@ -67,8 +77,9 @@ __all__ = ["Preempter"]
 
 log = logging.getLogger("caldera.preempt")
 
-_SIGTERM, _SIGKILL = 15, 9
+_SIGCONT, _SIGTERM, _SIGKILL = 18, 15, 9
 REQUEUE_DELAY_S = 121  # slurmctld: cred_expire (120 s) + 1 before a requeued job may start
+_REPORT_MARGIN_S = 5.0  # past KillWait: a run that never reports its end is ended anyway
 
 
 @dataclass
@@ -79,6 +90,8 @@ class _Victim:
     mode: Mode
     deadline: float  # gateway clock: when the run is ended (SUSPEND: stopped)
     stopped: bool = False  # SUSPEND: stopped, waiting for its preemptor to end
+    killed_at: float | None = None  # asked to end (COMPLETING), waiting for the run's report
+    report_by: float = math.inf  # when to stop waiting for it
 
 
 class Preempter:
@@ -93,7 +106,9 @@ class Preempter:
         self.victims: dict[int, _Victim] = {}
         self.waiting: set[int] = set()  # preemptors whose victims were chosen
         self.will_evict = WillEvict(gw, self._notice_s, lambda: self.victims.keys())
+        self.queued = QueuedPreemption(self)  # jobs in Volcano's queue (control/queued_preempt.py)
         self._recovered = False
+        self._graces_read = False
 
     def _notice_s(self, preemptor: Job) -> int:
         """A privileged preemptor's WillEvict notice: its QOS's GraceTime."""
@@ -134,16 +149,40 @@ class Preempter:
         )
 
     def _recover(self) -> None:
-        """Once, after a (re)start: the victims the store says a preemptor suspended."""
+        """Once, after a (re)start: the victims the store says a preemptor suspended, or
+        was ending (COMPLETING: asked to end, KillWait running)."""
         if self._recovered:
             return
         self._recovered = True
+        now = self.gw.clock()
         for job in list(self.gw.jobs.active.values()):
             by = job.suspended_by
             if caldera_suspended(job) and by is not None and by != SUSPENDED_BY_OPERATOR:
                 self.victims[job.job_id] = _Victim(
                     job.job_id, job.restart_count, by, Mode.SUSPEND, math.inf, stopped=True
                 )
+            elif job.state is JobState.COMPLETING and job.preempt_time is not None:
+                # asked to end before the restart: wait for that end again, no new signal
+                requeue = self.gw.config.job_requeue
+                mode = mode_of(self.cfg, self.policy(), job, requeue, self._parts())
+                mode = Mode.CANCEL if mode is Mode.CANCEL else Mode.REQUEUE
+                wait = now + self.gw.config.kill_wait_s + _REPORT_MARGIN_S
+                self.victims[job.job_id] = _Victim(
+                    job.job_id, job.restart_count, 0, mode, -math.inf, killed_at=now, report_by=wait
+                )
+                self.gw.ending_run(job)
+
+    async def _restore_graces(self) -> None:
+        """Once, after a (re)start: victims inside their GraceTime keep it, counted from
+        their `preempt` event (control/preempt_restore.py), rather than being chosen again."""
+        if self._graces_read:
+            return
+        self._graces_read = True
+        for g in await in_grace(self.gw):
+            victim = _Victim(g.job.job_id, g.job.restart_count, g.preemptor, g.mode, g.deadline)
+            self.victims.setdefault(g.job.job_id, victim)
+            self.waiting.add(g.preemptor)
+            self.gw.ending_run(g.job)
 
     async def after_cycle(self, result: CycleResult) -> None:
         """Record the starts of preemptors, act on new victims, end those whose grace is
@@ -155,17 +194,22 @@ class Preempter:
             events = [StoredEvent(j, now, "preempt-start", {}) for j in started]
             self.waiting.difference_update(started)
             await self._events(events)
+        await self._act(result.preempt)
+        preempting = set(result.preempt) | self.queued.asking
+        await self.will_evict.settle(preempting, {d.job.job_id for d in result.starts})
+        await self.tick()
+
+    async def _act(self, preempt: Mapping[int, tuple[int, ...]]) -> None:
+        """Mark (WillEvict) or preempt the new victims of each preemptor."""
         state = self.policy()
-        for preemptor, ids in result.preempt.items():
+        for preemptor, ids in preempt.items():
             fresh = tuple(v for v in ids if v not in self.victims)
-            pre = gw.jobs.get(preemptor)
+            pre = self.gw.jobs.get(preemptor)
             delayed = fresh and pre is not None and privileged(state, pre)
             if delayed and not await self.will_evict.update(preemptor, fresh):
                 continue  # WillEvict: the notice is still running
             for vid in fresh:
                 await self._choose(preemptor, vid)
-        await self.will_evict.settle(set(result.preempt), {d.job.job_id for d in result.starts})
-        await self.tick()
 
     async def _events(self, events: list[StoredEvent]) -> None:
         try:
@@ -191,19 +235,17 @@ class Preempter:
         deadline = now + grace * gw.config.time_scale  # job seconds, as time limits
         self.victims[vid] = _Victim(vid, job.restart_count, preemptor, mode, deadline)
         self.waiting.add(preemptor)
-        if mode is not Mode.SUSPEND:
+        events = [
+            StoredEvent(
+                vid, now, "preempt", {"by": preemptor, "mode": mode.value.upper(), "grace_s": grace}
+            ),
+            StoredEvent(preemptor, now, "preempting", {"victim": vid}),
+        ]
+        if mode is Mode.SUSPEND:
+            await self._events(events)
+        else:
             gw.ending_run(job)
-        await self._events(
-            [
-                StoredEvent(
-                    vid,
-                    now,
-                    "preempt",
-                    {"by": preemptor, "mode": mode.value.upper(), "grace_s": grace},
-                ),
-                StoredEvent(preemptor, now, "preempting", {"victim": vid}),
-            ]
-        )
+            await self._store(_graced(job, now, grace), events)
         log.info("job %s preempts job %s (%s, grace %d s)", preemptor, vid, mode.value, grace)
         if grace > 0:
             await self._signal(job, deadline - now)
@@ -219,19 +261,28 @@ class Preempter:
         try:
             if graceful is not None:
                 await asyncio.to_thread(graceful.end_gracefully, job, grace_wall_s)
-            elif backend is not None:
+            elif backend is not None:  # slurmctld: SIGCONT, then SIGTERM, to the job's steps
+                await asyncio.to_thread(backend.cancel, job, _SIGCONT, False)
                 await asyncio.to_thread(backend.cancel, job, _SIGTERM, False)
         except Exception as exc:  # noqa: BLE001 - the grace still ends it
             log.warning("SIGTERM to preempted job %s: %s", job.job_id, exc)
 
+    async def _store(self, job: Job, events: list[StoredEvent]) -> None:
+        """Make a victim's record current and store it with `events`."""
+        self.gw.remember(job)
+        try:
+            await self.gw.committer.commit(Batch(updates=[job], events=events))
+        except StoreError as exc:
+            log.error("preemption of job %s not stored: %s", job.job_id, exc)
+
     def _requeued(self, job: Job) -> Job:
         """The victim back in the queue as slurmctld requeues it: eligible again only
-        after the credential lifetime (checked on the test cluster: `scontrol requeue`
-        leaves Reason=BeginTime, EligibleTime 121 s later), which also keeps it from
-        taking back the room its preemptor is about to start in."""
+        after the credential lifetime (recorded on the burst cluster: Reason=BeginTime,
+        EligibleTime = SubmitTime + 121 s, SubmitTime the moment the run was gone), which
+        also keeps it from taking back the room its preemptor is about to start in."""
         out = self.gw.requeued(job)
-        begin = self.gw.clock() + REQUEUE_DELAY_S * self.gw.config.time_scale
-        spec = replace(out.spec, begin=math.ceil(begin))
+        delay = math.ceil(REQUEUE_DELAY_S * self.gw.config.time_scale)
+        spec = replace(out.spec, begin=int(self.gw.clock()) + delay)
         return replace(out, spec=spec, reason=Reason.BEGIN_TIME, eligible_time=None)
 
     async def tick(self) -> None:
@@ -239,7 +290,10 @@ class Preempter:
         preemptor has ended (each cycle, pending jobs or not)."""
         gw = self.gw
         self._recover()
+        await self._restore_graces()
         await self.will_evict.tick()
+        if self.cfg.enabled:
+            await self._act(await self.queued.victims())
         now = gw.clock()
         self.waiting = {
             j for j in self.waiting if (p := gw.jobs.get(j)) and p.state is JobState.PENDING
@@ -248,7 +302,7 @@ class Preempter:
             if victim.mode is Mode.SUSPEND:
                 await self._stop(victim)
             else:
-                await self._end(victim)
+                await self._kill(victim, now)
         for victim in [v for v in self.victims.values() if v.stopped]:
             await self._resume(victim)
 
@@ -294,7 +348,41 @@ class Preempter:
         await gw.commit_or_log([out], "preempt-resume", by=victim.preemptor)
         gw.wake()
 
-    async def _end(self, victim: _Victim) -> None:
+    async def _kill(self, victim: _Victim, now: float) -> None:
+        """The grace is over. A backend that `PreemptsRuns` ends the run as slurmstepd
+        does (KillWait included) while the record shows COMPLETING, EndTime and
+        PreemptTime now; the run is ended for the record once it has reported its end (or
+        KillWait and a margin have passed). Elsewhere the run is ended at once (`_end`)."""
+        gw = self.gw
+        job = gw.jobs.get(victim.job_id)
+        runs = gw.capabilities(job).preempts_runs if job is not None else None
+        if job is None or runs is None or job.restart_count != victim.run:
+            await self._end(victim, None)
+            return
+        if victim.killed_at is None:
+            if job.state is not JobState.RUNNING:
+                await self._end(victim, None)
+                return
+            try:
+                await asyncio.to_thread(runs.preempt_run, job, now)
+            except Exception as exc:  # noqa: BLE001 - ended the hard way instead
+                log.warning("preempted job %s not asked to end: %s", job.job_id, exc)
+                await self._end(victim, None)
+                return
+            victim.killed_at = now
+            victim.report_by = now + gw.config.kill_wait_s + _REPORT_MARGIN_S
+            out = replace(
+                job, state=JobState.COMPLETING, end_time=now, preempt_time=now, state_desc=None
+            )
+            await self._store(out, [StoredEvent(job.job_id, now, "preempt-kill", {})])
+            return
+        status = await asyncio.to_thread(runs.preempted_status, job)
+        if status is not None or now >= victim.report_by:
+            await self._end(victim, status)
+
+    async def _end(self, victim: _Victim, status: int | None) -> None:
+        """End the victim's run for the record (confirmed gone first): PREEMPTED with the
+        batch shell's `status` (0:15 when unknown), or requeued."""
         gw = self.gw
         key = (victim.job_id, victim.run)
         job = gw.jobs.get(victim.job_id)
@@ -325,8 +413,11 @@ class Preempter:
             current = replace(current, state_desc=None)
         if victim.mode is Mode.REQUEUE:
             out = self._requeued(current)
-        else:  # Slurm: State PREEMPTED, ExitCode 0:15
-            out = gw.ended(current, JobState.PREEMPTED, _SIGTERM)
+        else:  # Slurm: State PREEMPTED, ExitCode the batch shell's (sacct's job row: 0:0)
+            out = gw.ended(current, JobState.PREEMPTED, _SIGTERM if status is None else status)
+            killed = current.end_time if current.state is JobState.COMPLETING else None
+            end = killed or out.end_time  # when it was ended, not when it was gone
+            out = replace(out, end_time=end, preempt_time=end)
         del self.victims[victim.job_id]
         gw.metrics.preempted(current.cluster, victim.mode.value)
         try:
@@ -334,3 +425,14 @@ class Preempter:
         finally:
             gw.ended_runs([key])
         gw.wake()
+
+
+def _graced(job: Job, now: float, grace_s: int) -> Job:
+    """The victim during its GraceTime as slurmctld shows it: PreemptTime now, EndTime
+    moved to the grace's end when that comes first (job seconds, as EndTime counts)."""
+    if grace_s <= 0:
+        return replace(job, preempt_time=now)
+    end = now + grace_s
+    if job.time_limit not in (INFINITE, NO_VAL, 0):
+        end = min(end, expected_end(job, job.time_limit * 60))
+    return replace(job, preempt_time=now, end_time=end)

@@ -20,7 +20,6 @@ from gateway.model.cluster import ClusterState
 from gateway.model.job import Hold, Job
 from gateway.model.jobspec import JobSpec
 from gateway.model.state import JobState, Reason
-from gateway.policy.priority import basic_priority
 from gateway.scheduler.dependencies import prune_missing
 from gateway.scheduler.part_limits import partition_limit
 
@@ -30,7 +29,6 @@ __all__ = [
     "SbatchCall",
     "build_job",
     "parse_call",
-    "priority_for",
     "submit_message",
 ]
 
@@ -64,6 +62,9 @@ class SbatchCall:
     # and lost the answer, so the job may exist already (then its id is the answer)
     token: str | None = None
     retry: bool = False
+    # salloc, or srun outside a job: an allocation whose Command is this (`(null)` for
+    # salloc, srun's program as given), held by Caldera's holder script; None: a batch job
+    allocation: str | None = None
 
 
 class NeedScript(Exception):
@@ -110,12 +111,6 @@ def parse_call(
     return second_pass(first, script, call.env, ctx)
 
 
-def priority_for(job_id: int, nice: int | None) -> int:
-    """A new or released job's priority until the cycle's refresh computes it (priority
-    lives in gateway/policy: FIFO here, multifactor at the refresh)."""
-    return basic_priority(job_id, nice)
-
-
 def build_job(
     job_id: int,
     request: SbatchRequest,
@@ -154,6 +149,8 @@ def build_job(
     command = call.script_path or "(null)"
     if spec.script_args and call.script_path:
         command = " ".join((command, *spec.script_args))
+    if call.allocation is not None:
+        command = call.allocation
     return Job(
         job_id=job_id,
         spec=spec,
@@ -165,9 +162,10 @@ def build_job(
         submit_host=call.host,
         submit_line=" ".join(call.argv),
         command=command,
+        batch=call.allocation is None,
         state=JobState.PENDING,
         reason=Reason.JOB_HELD_USER if spec.hold else (limit or Reason.NONE),
-        priority=0 if spec.hold else priority_for(job_id, spec.nice),
+        priority=0,  # numbered once admitted (gateway/policy/service.py PolicyService.admit)
         hold=Hold.USER if spec.hold else None,
         array_job_id=job_id if spec.array else 0,
         array_pending=spec.array,

@@ -30,10 +30,11 @@ from gateway.control.arraytasks import Target
 from gateway.control.bulk import Changes
 from gateway.control.gateway import Gateway
 from gateway.control.ops import OpResult, call_backend, resolve_target, target_name
-from gateway.control.submit import Caller, priority_for
+from gateway.control.submit import Caller
 from gateway.model.job import Job
 from gateway.model.state import JobState
 from gateway.model.suspension import SUSPENDED_BY_OPERATOR, resumed, suspended
+from gateway.policy.service import policy_of
 
 __all__ = ["refusal", "resume", "resume_run", "suspend", "suspend_run"]
 
@@ -83,7 +84,7 @@ async def resume_run(gw: Gateway, job: Job) -> Job | SlurmErrno:
     if current.state is not JobState.SUSPENDED:
         return refusal(current, True) or SlurmErrno.JOB_NOT_SUSPENDED
     held = current.suspended_by == SUSPENDED_BY_OPERATOR
-    priority = priority_for(current.job_id, current.spec.nice) if held else current.priority
+    priority = policy_of(gw).number(current) if held else current.priority
     return resumed(current, gw.clock(), priority)
 
 

@@ -54,6 +54,7 @@ def requeued(job: Job, now: float) -> Job:
         pre_sus_time=0,
         suspended_s=0,
         suspended_by=None,
+        preempt_time=None,
     )
 
 
@@ -84,6 +85,10 @@ def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -
     handed = job.state.is_active or (job.state is JobState.PENDING and bool(job.backend_id))
     own_id = None if job.backend_id == HANDING else job.backend_id  # the cluster's, once known
     requeue = requeue_default if job.spec.requeue is None else job.spec.requeue
+    ends = ev.kind in (EventKind.FINISHED, EventKind.LOST)
+    if ends and job.state is JobState.RUNNING and job.preempt_time is not None:
+        return None  # a victim in its GraceTime: the preemption records the end (even one a
+        # gateway restart meanwhile read back from the store, control/preempt_restore.py)
     if ev.kind is EventKind.FINISHED and handed:
         state = ev.state or JobState.COMPLETED
         if state is JobState.NODE_FAIL and requeue:
@@ -120,8 +125,10 @@ def after_event(job: Job, ev: BackendEvent, requeue_default: bool, now: float) -
         changed = replace(job, backend_id=own_id or ev.backend_id or job.backend_id)
         if ev.state is not None and ev.state is not job.state:
             changed = replace(changed, state=ev.state)
-            if ev.state.is_active:
-                changed = replace(changed, start_time=ev.time, nodes=ev.nodes or job.nodes)
+            if ev.state.is_active:  # a waiting reason (Volcano's Resources) ends with the wait
+                changed = replace(
+                    changed, start_time=ev.time, nodes=ev.nodes or job.nodes, reason=Reason.NONE
+                )
         if ev.started_at is not None and changed.state.is_active:
             changed = replace(changed, start_time=ev.started_at, nodes=ev.nodes or changed.nodes)
         if ev.reason is not None:

@@ -133,8 +133,8 @@ class WillEvict:
         gw = self.gw
         for job in [j for j in gw.jobs.values() if j.state_desc == WILL_EVICT]:
             self.shown.add(job.job_id)
-            if not job.state.is_active:
-                continue
+            if not job.state.is_active or job.job_id in self.being_preempted():
+                continue  # ended, or handed over and inside its grace (preempt_restore.py)
             events = await asyncio.to_thread(gw.store.events, job.job_id)
             last = next((e for e in reversed(events) if e.kind == "will-evict"), None)
             if last is None:

@@ -69,6 +69,9 @@ class Job:
     submit_host: str = "localhost"
     submit_line: str = ""
     command: str = ""  # the script's path as given (scontrol Command=), or the wrap text
+    # False: an allocation (salloc, srun outside a job) as slurmctld records one: BatchFlag=0,
+    # no batch step and no StdOut/StdErr/StdIn (Caldera's holder process is not the job's)
+    batch: bool = True
     state: JobState = JobState.PENDING
     reason: Reason = Reason.NONE
     priority: int = 0
@@ -117,6 +120,9 @@ class Job:
     pre_sus_time: int = 0
     suspended_s: int = 0
     suspended_by: int | None = None
+    # preemption (gateway/control/preemption.py), as slurmctld shows it (PreemptTime): when
+    # the job was preempted (its GraceTime began), then when it was ended
+    preempt_time: float | None = None
 
     @property
     def is_array_meta(self) -> bool:

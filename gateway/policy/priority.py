@@ -13,25 +13,26 @@ priority: the submit path, release and the scheduling cycle all call it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 __all__ = [
     "BASIC_BASE",
+    "BasicCounter",
     "Factors",
     "JobInputs",
     "PriorityConfig",
     "SystemInputs",
     "age_factor",
-    "basic_priority",
     "factors",
     "job_size_factor",
     "multifactor_priority",
+    "reniced",
     "weighted_sum",
 ]
 
-BASIC_BASE = 0xFFFF0000  # priority/basic: the first job's priority; each later job one lower
+BASIC_BASE = 0xFFFF0000  # priority/basic: TOP_PRIORITY, the count starts one below it
 _MAX = 0xFFFFFFFF
 
 
@@ -112,9 +113,42 @@ class Factors(NamedTuple):
     tres: Mapping[str, float]
 
 
-def basic_priority(job_id: int, nice: int | None) -> int:
-    """priority/basic: FIFO by job id with nice applied (never below 1)."""
-    return max(1, BASIC_BASE - job_id - (nice or 0))
+class BasicCounter:
+    """priority/basic's count: slurmctld's `lowest_prio` (job_mgr.c set_job_prio with
+    priority_basic.c priority_p_set, 22.05). Each number taken is one below the lowest
+    taken so far, less the job's nice. slurmctld takes one for every accepted submission
+    that is not held (salloc's, srun's and `--test-only`'s too), every release and every
+    resume of a job an operator suspended; a split array task keeps its array's priority,
+    a requeued job its own, and a refused submission takes none. Seen on the test
+    cluster: jobs B (an array), held C, D, release C, E, hold+release A, F, release of
+    task G_1 of a held array, H, a refused sbatch, I, a job run then requeued, J got
+    ...040, -, ...039, ...038, ...037, ...036, ...035, ...034, ...033, -, ...032,
+    ...031 (kept), ...030; `--nice=7` then ...022 (base ...029) and the next ...028."""
+
+    def __init__(self, lowest: int = BASIC_BASE) -> None:
+        self.lowest = lowest
+
+    @classmethod
+    def recovered(cls, priorities: Iterable[int]) -> BasicCounter:
+        """The count as slurmctld resumes it from saved jobs: at the lowest priority above
+        1 among them (0 is held, 1 the floor)."""
+        return cls(min([BASIC_BASE, *(p for p in priorities if p > 1)]))
+
+    def take(self, nice: int | None) -> int:
+        """The next job's priority (never below 1; slurmctld's uint32 arithmetic)."""
+        new = self.lowest - 1 if self.lowest >= 2 else 1
+        offset = nice or 0
+        if offset <= 0 or new > offset + 1:
+            new = (new - offset) & _MAX
+        new = max(new, 1)
+        self.lowest = min(new + offset, self.lowest)
+        return new
+
+
+def reniced(priority: int, old_nice: int | None, new_nice: int | None) -> int:
+    """priority/basic's priority after `scontrol update Nice=` (job_mgr.c _update_job):
+    shifted by the change, at least 2; the count is left alone."""
+    return max(priority + (old_nice or 0) - (new_nice or 0), 2)
 
 
 def age_factor(now: float, accrue_time: float | None, max_age_s: int) -> float:

@@ -1,8 +1,9 @@
 """Every pending job's priority in one pass: the one place Caldera computes priorities.
 
-priority/basic: FIFO by job id with nice (what submit and release used to compute each on
-its own). priority/multifactor: the fair-share tree of the associations and their decayed
-usage, then each job's weighted factors. Held jobs keep 0.
+priority/basic: each job keeps the number its submission, release or resume took from
+slurmctld's count (priority.BasicCounter, kept by the policy service). priority/multifactor:
+the fair-share tree of the associations and their decayed usage, then each job's weighted
+factors. Held jobs keep 0.
 
 The per-job loop is `priority.factors` unrolled (no intermediate JobInputs, the
 association's factors looked up once per (user, account, partition)): 10,000 jobs must
@@ -26,21 +27,14 @@ from gateway.policy.priority import (
     Factors,
     JobInputs,
     PriorityConfig,
-    basic_priority,
     job_size_factor,
 )
 from gateway.policy.shares import compute_shares
 
-__all__ = ["compute_priorities", "fair_shares", "job_priority"]
+__all__ = ["compute_priorities", "fair_shares"]
 
 _MAX = 0xFFFFFFFF
 _NONE: Mapping[str, float] = MappingProxyType({})
-
-
-def job_priority(job: Job) -> int:
-    """A new or released job's priority before the next calculation (priority/basic's,
-    which multifactor replaces at the next refresh; 0 when held)."""
-    return 0 if job.hold is not None else basic_priority(job.job_id, job.spec.nice)
 
 
 def fair_shares(
@@ -85,7 +79,7 @@ def _compute(
     jobs = [j for j in pending if j.hold is None]
     if not cfg.multifactor:
         return {
-            j.job_id: Factors(j.job_id, job_priority(j), 0, 0, 0, 0, 0, 0, 0, j.spec.nice or 0, {})
+            j.job_id: Factors(j.job_id, j.priority, 0, 0, 0, 0, 0, 0, 0, j.spec.nice or 0, {})
             for j in jobs
         }
     fs_by_assoc: Mapping[int, float] = {}

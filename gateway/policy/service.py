@@ -22,7 +22,7 @@ from gateway.policy.jobs import accrue_usage
 from gateway.policy.limits import LimitGate
 from gateway.policy.model import PolicyState, initial_state
 from gateway.policy.preempt_rules import preempt_config
-from gateway.policy.priority import Factors, PriorityConfig
+from gateway.policy.priority import BasicCounter, Factors, PriorityConfig
 from gateway.policy.refresh import compute_priorities, fair_shares
 from gateway.policy.sacctmgr_apply import apply_change
 from gateway.policy.sacctmgr_parse import Verb, parse_argv
@@ -79,6 +79,7 @@ class PolicyService:
         self.factors: dict[int, Factors] = {}
         self.shares: dict[int, float] = {}
         self.calc_time: float | None = None
+        self._count: BasicCounter | None = None  # recovered from the jobs at first use
         self._lock = asyncio.Lock()
         for gate in gw.registry.gates:  # QOS and association limits in the cycle
             if isinstance(gate, LimitGate):
@@ -95,12 +96,21 @@ class PolicyService:
         )
         self.preempter = Preempter(gw, site, lambda: None if self.broken else self.state)
 
-    def check_submit(self, job: Job, retry: bool = False) -> None:
-        """Refuse (SubmitLimitError, sbatch's message) a submission over a submit limit. A
-        retried submission is not checked: it may be counted already, stored under its
-        token before its answer was lost."""
+    def admit(self, job: Job, retry: bool = False) -> Job:
+        """The submission with its priority, or SubmitLimitError (sbatch's message) when it
+        is over a submit limit: refused before it is numbered, as slurmctld's _job_create
+        refuses it before set_job_prio. A retried submission is not checked: it may be
+        counted already, stored under its token before its answer was lost."""
         if not retry and self.broken is None:
             check_submit(job, self.state, self.gw.jobs.values())
+        return job if job.hold is not None else replace(job, priority=self.number(job))
+
+    def number(self, job: Job) -> int:
+        """The next number of priority/basic's count for a job submitted, released or
+        resumed (under multifactor, its priority until the next refresh computes it)."""
+        if self._count is None:
+            self._count = BasicCounter.recovered(j.priority for j in self.gw.jobs.values())
+        return self._count.take(job.spec.nice)
 
     async def each_cycle(self) -> None:
         """Before a cycle: end preempted jobs whose grace is over, refresh priorities."""

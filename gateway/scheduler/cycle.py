@@ -281,6 +281,13 @@ def place_now(
     return _place_on_targets(job, req, targets, free, reg, snap) is not None
 
 
+def placement_now(
+    job: Job, targets: Sequence[Target], free: Mapping[str, NodeFree], reg: Registry, snap: Snapshot
+) -> tuple[Target, tuple[RankPlacement, ...]] | None:
+    """Where the job would go now on the first target it fits (`free` unchanged)."""
+    return _place_on_targets(job, spec_request(job.spec), targets, dict(free), reg, snap)
+
+
 def run_cycle(
     snap: Snapshot,
     reg: Registry,

@@ -24,7 +24,11 @@ __all__ = ["finished_attempt", "migrate_to_attempts"]
 # How a run ended, by the kind of the event that requeued it (gateway/control: ops.requeue
 # stores "requeue", a node reported down "node-down", a backend's lost or NODE_FAIL run
 # "backend"); slurmctld records NODE_FAIL for a run its node took down, else REQUEUED.
-_ENDED_AS = {"node-down": JobState.NODE_FAIL, "backend": JobState.NODE_FAIL}
+_ENDED_AS = {
+    "node-down": JobState.NODE_FAIL,
+    "backend": JobState.NODE_FAIL,
+    "preempt-end": JobState.PREEMPTED,  # a REQUEUE preemption (recorded: sacct -D PREEMPTED)
+}
 
 
 def finished_attempt(ran: Job, events: Sequence[StoredEvent], now: float) -> Job | None:
@@ -40,6 +44,8 @@ def finished_attempt(ran: Job, events: Sequence[StoredEvent], now: float) -> Job
     event = next((e for e in mine if e.detail.get("state") == "PENDING"), None)
     event = event or (mine[0] if mine else None)
     at = event.time if event is not None else now
+    if ran.state is JobState.COMPLETING and ran.end_time is not None:
+        at = ran.end_time  # a preempted run ends when it was killed, not when it was gone
     state = _ENDED_AS.get(event.kind, JobState.REQUEUED) if event else JobState.REQUEUED
     return replace(
         ran,

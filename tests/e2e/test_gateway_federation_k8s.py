@@ -2,6 +2,9 @@
 home is full, and a job waiting in Kubernetes' queue moves home when home frees up - each
 job run once.
 
+An outage is the API server stopped (SIGSTOP: it holds its connections and answers
+nothing, as a partitioned or hung control plane does) and continued afterwards.
+
 The home cluster is the gateway's own local site (two 2-CPU nodes); the other cluster is the
 real API server of testenv/k8s with its KWOK nodes, offered as partition `debug` too, whose
 gangs Caldera's binder places (so the router predicts their starts from its own plan). KWOK
@@ -11,6 +14,8 @@ runs nothing: a rank "ends" when the test annotates its pod (end_rank), so on Ku
 
 from __future__ import annotations
 
+import os
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
@@ -55,7 +60,7 @@ def fedk(k8s_env: K8sEnv, ns: str) -> Iterator[Gateway]:
         'default_partition = "debug"\n'
         "[[kubernetes.cluster.filesystem]]\n"
         f'prefix = "{base}"\n'
-        '[routing]\nhome = "home"\nmargin = "30s"\n'
+        '[routing]\nhome = "home"\nmargin = "30s"\noutage_timeout = "10s"\n'
     )
     gw = start_gateway(base, config)
     try:
@@ -148,4 +153,54 @@ def test_a_job_queued_on_kubernetes_moves_home_when_home_frees_up(
     assert _routing(fedk, job) == [("route", None, "kwok"), ("route", "kwok", "home")]
     assert "Routing=home: home starts now" in fedk.ok(["scontrol", "show", "job", str(job)])
     fedk.ok(["scancel", str(filler)])
+    assert_nothing_left(kube, ns)
+
+
+def _stopped_api_server(env: K8sEnv) -> int:
+    pid = int((env.base_dir / "run" / "kube-apiserver.pid").read_text().split()[0])
+    os.kill(pid, signal.SIGSTOP)
+    return pid
+
+
+def test_an_unanswering_cluster_loses_its_unstarted_jobs_and_keeps_its_running_ones(
+    fedk: Gateway, kube: KubeClient, ns: str, k8s_env: K8sEnv
+) -> None:
+    """Kubernetes stops answering for longer than outage_timeout (10 s): the job routed
+    there and not started goes home (and runs once, there), the gang running there stays
+    the job's one run and is reconciled when the API server answers again."""
+    blocker = _submit(fedk, "sleep 300\n", "-t", "20", "-N", "2", "--exclusive")
+    fedk.wait(blocker, states=("RUNNING",), timeout=60)
+    nodes = str(k8s_env.nodes)
+    filler = _submit(fedk, "sleep 600\n", "-M", "kwok", "-N", nodes, "--exclusive", "-t", "3")
+    wait_until("the filler running", lambda: len(_pods(kube, ns, filler)) == int(nodes), 60)
+    wait_until("the filler RUNNING", lambda: fedk.job(filler)["state"] == "RUNNING", 30)
+    runs = fedk.workdir / "outage.runs"
+    job = _submit(fedk, f"echo $SLURM_JOB_ID >> {runs}\n", "-t", "1")
+    wait_until(
+        "the job waiting on kwok",
+        lambda: fedk.job(job)["cluster"] == "kwok" and fedk.job(job)["state"] == "PENDING",
+        60,
+    )
+    pid = _stopped_api_server(k8s_env)
+    try:
+        # the outage lasts past outage_timeout: the job's route leaves kwok
+        wait_until("the job routed home", lambda: fedk.job(job)["cluster"] == "home", 90)
+        assert fedk.job(filler)["state"] == "RUNNING"  # still its one run
+        fedk.ok(["scancel", str(blocker)])
+        final = fedk.wait(job, timeout=90)
+        assert final["state"] == "COMPLETED", final
+        assert final["cluster"] == "home"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert runs.read_text().split() == [str(job)]
+    assert _pods(kube, ns, job, phase=None) == []
+    kinds = _routing(fedk, job)
+    assert kinds[0] == ("route", None, "kwok"), kinds
+    assert kinds[-1] == ("route", "kwok", "home"), kinds
+    # back: the filler's gang is found as it was and ends as its rank 0 says
+    assert len(_pods(kube, ns, filler)) == int(nodes)
+    end_rank(kube, ns, f"caldera-{filler}-0")
+    final = fedk.wait(filler, timeout=90)
+    assert final["state"] == "COMPLETED", final
+    assert final["cluster"] == "kwok"
     assert_nothing_left(kube, ns)

@@ -4,8 +4,10 @@ preempt/qos, a job of QOS `high` (Preempt=low) that cannot start ends a running 
 
 REQUEUE: the victim runs again later, its runs never overlap and never overlap the
 preemptor (every run records with flock, tests/support/attempt_log.py). CANCEL with
-GraceTime: the victim gets SIGTERM, is ended after the grace, and sacct shows it as Slurm
-does (State PREEMPTED, ExitCode 0:15). Every step is in the jobs' event logs.
+GraceTime: the victim gets SIGTERM, is ended after the grace, and scontrol and sacct show
+it as Slurm does (tests/data/slurm_preempt_22.05.json: State PREEMPTED, ExitCode the batch
+shell's, 0:9 for one that outlived KillWait; sacct's job row 0:0, its batch step
+CANCELLED 0:9). Every step is in the jobs' event logs.
 """
 
 from __future__ import annotations
@@ -130,8 +132,11 @@ def test_cancel_with_grace_time_signals_then_ends_the_victim_as_preempted(pgw: G
     events = {k: t for k, t, _ in _events(gw, victim)}
     assert events["preempt-end"] - events["preempt"] >= 60 * 0.05
     assert termed < events["preempt-end"] <= began
-    acct = gw.ok(["sacct", "-X", "-n", "-P", "-o", "JobID,State,ExitCode", "-j", str(victim)])
-    assert acct.split() == [f"{victim}|PREEMPTED|0:15"]
+    acct = gw.ok(["sacct", "-n", "-P", "-o", "JobID,State,ExitCode", "-j", str(victim)])
+    assert acct.split() == [f"{victim}|PREEMPTED|0:0", f"{victim}.batch|CANCELLED|0:9"]
+    show = gw.ok(["scontrol", "show", "job", str(victim)])
+    assert "JobState=PREEMPTED " in show
+    assert " ExitCode=0:9" in show  # its TERM trap kept it running: killed after KillWait
 
 
 def _started_at_file(path: Path, timeout: float = 60) -> None:

@@ -84,6 +84,6 @@ def test_a_higher_tier_job_ends_a_lower_tier_job_with_its_partitions_mode(tgw: G
     assert preempt == {"by": high, "mode": "CANCEL", "grace_s": 60}
     assert "preempt" not in [k for k, _, _ in _events(gw, same)]
     assert "preempting" not in [k for k, _, _ in _events(gw, same)]
-    acct = gw.ok(["sacct", "-X", "-n", "-P", "-o", "JobID,State,ExitCode", "-j", str(victim)])
-    assert acct.split() == [f"{victim}|PREEMPTED|0:15"]
+    acct = gw.ok(["sacct", "-n", "-P", "-o", "JobID,State,ExitCode", "-j", str(victim)])
+    assert acct.split() == [f"{victim}|PREEMPTED|0:0", f"{victim}.batch|CANCELLED|0:9"]
     assert gw.wait(same)["state"] == "COMPLETED"

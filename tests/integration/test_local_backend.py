@@ -112,17 +112,40 @@ def test_time_limit_sigterm_ends_a_script_that_does_not_trap_it(local_env: Env) 
 
 
 def test_signal_option_reaches_the_batch_shell_before_the_limit(local_env: Env) -> None:
+    """At slurmctld's first periodic check (every 30 s, here 0.5 s, on one clock) where the
+    end is at most the lead plus that period away (tests/unit/test_signal_timing.py)."""
     backend = local_env.backend()
     script = (
-        "#!/bin/bash\ntrap 'echo got USR1; exit 0' USR1\n"
+        "#!/bin/bash\necho $EPOCHREALTIME > start.t\n"
+        "trap 'echo $EPOCHREALTIME > got.t; echo got USR1; exit 0' USR1\n"
         "for i in $(seq 1 400); do sleep 0.02; done\necho no signal\n"
     )
-    # -t 2 is 2 s here; USR1@60 comes 1 s before the limit
+    # -t 2 is 2 s here; USR1@60 leads by 1 s: due 1.5 s before the limit (0.5 s after the
+    # start), sent at the next check, less than 1 s after the start
     launch = make_launch(local_env, script, ["-t", "2", "--signal=B:USR1@60"])
     event = finish(backend, launch)
     assert out_of(local_env, launch.job.job_id) == "got USR1\n"
     assert event.state is JobState.COMPLETED
-    assert event.time - launch.job.submit_time > 0.7  # not at once: 1 s before the limit
+    start, got = (float((local_env.work / f).read_text()) for f in ("start.t", "got.t"))
+    assert 0.4 < got - start < 1.1
+    assert got % 0.5 < 0.15  # on the checks' grid (plus the supervisor's poll)
+
+
+def test_a_script_whose_interpreter_is_missing_fails_as_slurmstepd_says(local_env: Env) -> None:
+    """The test cluster (no zsh on its nodes), `#!/bin/zsh` scripts: FAILED 2:0, batch step
+    FAILED 2:0, and in the output `slurmstepd-node01: error: execve(): bad
+    interpreter(/bin/zsh): No such file or directory` (the errno is the exit status)."""
+    backend = local_env.backend()
+    launch = make_launch(local_env, "#!/bin/no-such-shell -l\necho hi\n")
+    event = finish(backend, launch)
+    assert (event.state, exit_code_pair(event.exit_code)) == (JobState.FAILED, (2, 0))
+    batch = backend.steps(launch.job.job_id)[0]
+    assert (batch.state, exit_code_pair(batch.exit_code)) == (JobState.FAILED, (2, 0))
+    node = launch.placement[0].node
+    assert out_of(local_env, launch.job.job_id) == (
+        f"slurmstepd-{node}: error: execve(): bad interpreter(/bin/no-such-shell -l): "
+        "No such file or directory\n"
+    )
 
 
 def test_signal_without_b_goes_to_the_steps_not_the_batch_shell(local_env: Env) -> None:

@@ -6,14 +6,15 @@ from __future__ import annotations
 import pytest
 
 from gateway.policy.priority import (
+    BasicCounter,
     JobInputs,
     PriorityConfig,
     SystemInputs,
     age_factor,
-    basic_priority,
     factors,
     job_size_factor,
     multifactor_priority,
+    reniced,
 )
 
 DAY = 86400
@@ -134,8 +135,29 @@ def test_tres_factors_are_weighted() -> None:
     assert f.priority == 250
 
 
-def test_basic_priority_is_fifo_with_nice() -> None:
-    """priority/basic: each later job one lower; nice subtracts; never below 1."""
-    assert basic_priority(1, None) == 0xFFFF0000 - 1
-    assert basic_priority(2, 10) == 0xFFFF0000 - 12
-    assert basic_priority(5, 0xFFFFFFFF) == 1
+def test_basic_count_numbers_jobs_as_slurmctld_did_on_the_test_cluster() -> None:
+    """The test cluster's run (BasicCounter's docstring), from B's number: B, D, release C,
+    E, release A, F, release G_1, H, I, R, J one apart; D re-niced to 10 sits 10 lower;
+    `--nice=7` takes the next base less 7 and the job after it the base below."""
+    count = BasicCounter(4294893041)
+    taken = [count.take(None) for _ in range(11)]
+    assert taken == list(range(4294893040, 4294893029, -1))
+    assert reniced(taken[1], None, 10) == 4294893029
+    assert count.take(7) == 4294893022
+    assert count.take(None) == 4294893028
+
+
+def test_basic_count_starts_below_top_priority_and_floors_at_one() -> None:
+    count = BasicCounter()
+    assert count.take(None) == 0xFFFF0000 - 1
+    assert count.take(10) == 0xFFFF0000 - 12
+    assert count.take(None) == 0xFFFF0000 - 3
+    assert BasicCounter(3).take(0x7FFFFFFF) == 2  # a nice this large is not applied
+    assert BasicCounter(1).take(None) == 1
+    assert reniced(5, 0, 100) == 2
+
+
+def test_basic_count_resumes_below_the_jobs_it_recovers() -> None:
+    """As slurmctld restarts: held (0) and floor (1) priorities do not count."""
+    assert BasicCounter.recovered([0, 1, 4294901700, 4294901650]).take(None) == 4294901649
+    assert BasicCounter.recovered([0]).take(None) == 0xFFFF0000 - 1

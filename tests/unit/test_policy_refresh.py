@@ -113,14 +113,16 @@ def test_refresh_equals_the_reference_formula_job_by_job(cfg: PriorityConfig) ->
         assert got[job.job_id] == want, job.job_id
 
 
-def test_held_jobs_are_left_out_and_basic_is_fifo_with_nice() -> None:
+def test_held_jobs_are_left_out_and_basic_keeps_the_numbers_jobs_took() -> None:
+    """priority/basic: a job's priority is the count's number it took when submitted or
+    released (a split array task has its array's), never derived from its id."""
     state = _state()
-    jobs = _jobs(state, 5)
+    jobs = [replace(j, priority=4000 - 3 * j.job_id) for j in _jobs(state, 5)]
     jobs[0] = replace(jobs[0], hold=Hold.USER)
     basic = compute_priorities(jobs, state, {}, CLUSTERS, PriorityConfig(), NOW)
     assert jobs[0].job_id not in basic
     for job in jobs[1:]:
-        assert basic[job.job_id].priority == 0xFFFF0000 - job.job_id - (job.spec.nice or 0)
+        assert basic[job.job_id].priority == job.priority
 
 
 def test_the_less_used_user_comes_first_under_fair_tree() -> None:

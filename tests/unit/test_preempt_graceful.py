@@ -125,6 +125,7 @@ def _choose(graceful: bool, time_scale: float) -> tuple[Preempter, _Recorder]:
         ending_run=lambda job: (job.job_id, job.restart_count),
         committer=SimpleNamespace(commit=_commit),
     )
+    gw.remember = lambda job: gw.jobs.__setitem__(job.job_id, job)
     low = SimpleNamespace(preempt_mode="cancel", grace_time_s=60, preempt_exempt_s=None)
     state = SimpleNamespace(qos={"low": low})
     pre = Preempter(cast(Any, gw), PreemptConfig("preempt/qos"), lambda: cast(Any, state))
@@ -140,10 +141,15 @@ def test_a_preemption_hands_the_grace_in_wall_seconds_to_a_graceful_backend() ->
     assert victim.deadline == pytest.approx(1003.0)
 
 
-def test_elsewhere_the_grace_begins_with_sigterm_through_cancel() -> None:
+def test_elsewhere_the_grace_begins_with_sigcont_and_sigterm_through_cancel() -> None:
+    # slurmctld's _preempt_signal: SIGCONT, then SIGTERM, to the job's steps
     pre, backend = _choose(graceful=False, time_scale=1.0)
-    assert backend.asked == [("cancel", 1, 15)]
+    assert backend.asked == [("cancel", 1, 18), ("cancel", 1, 15)]
     assert pre.victims[1].deadline == pytest.approx(1060.0)
+    # PreemptTime now; EndTime the grace's end, 60 job seconds away (recorded on the burst
+    # cluster: EndTime = PreemptTime + GraceTime while the victim runs its grace)
+    assert pre.gw.jobs[1].preempt_time == 1000.0
+    assert pre.gw.jobs[1].end_time == 1060.0
 
 
 def _pod(attempt: int, phase: str, deleting: bool = False) -> PodState:

@@ -298,6 +298,8 @@ class Preempter:
         self.waiting = {
             j for j in self.waiting if (p := gw.jobs.get(j)) and p.state is JobState.PENDING
         }
+        for victim in [v for v in self.victims.values() if _in_grace(v, now)]:
+            await self._ended_in_grace(victim)
         for victim in [v for v in self.victims.values() if v.deadline <= now]:
             if victim.mode is Mode.SUSPEND:
                 await self._stop(victim)
@@ -305,6 +307,39 @@ class Preempter:
                 await self._kill(victim, now)
         for victim in [v for v in self.victims.values() if v.stopped]:
             await self._resume(victim)
+
+    async def _ended_in_grace(self, victim: _Victim) -> None:
+        """A run that ended by itself inside its GraceTime ends as it ended, not PREEMPTED:
+        the grace signals the steps only, and a script whose srun step died of it goes on
+        to its own end. slurmctld then records the job COMPLETED (burst test cluster,
+        partition_prio, GraceTime 3 s: `srun sleep 100; echo; sleep 1` was COMPLETED 0:0 at
+        its own end, 1.3 s into the grace). Only where the grace spares the batch shell
+        (`PreemptsRuns`, the local runner): on Kubernetes the whole pod gets SIGTERM."""
+        gw = self.gw
+        job = gw.jobs.get(victim.job_id)
+        runs = gw.capabilities(job).preempts_runs if job is not None else None
+        if job is None or runs is None or job.restart_count != victim.run:
+            return
+        if job.state is not JobState.RUNNING:
+            return
+        status = await asyncio.to_thread(runs.preempted_status, job)
+        if status is None or victim.job_id not in self.victims:
+            return
+        ends = gw.capabilities(job).ends_attempts
+        try:  # what the script left behind goes with it, as at any end
+            if ends is not None:
+                await asyncio.to_thread(ends.end_attempt, job)
+        except BackendError as exc:  # not confirmed gone yet: next cycle
+            log.warning("job %s not ended yet: %s", victim.job_id, exc)
+            return
+        current = gw.jobs.get(victim.job_id, job)
+        if current.restart_count != victim.run or current.state is not JobState.RUNNING:
+            return
+        del self.victims[victim.job_id]
+        state = JobState.COMPLETED if status == 0 else JobState.FAILED
+        await gw.commit_or_log([gw.ended(current, state, status)], "backend")
+        gw.ended_runs([(victim.job_id, victim.run)])
+        gw.wake()
 
     async def _stop(self, victim: _Victim) -> None:
         """SUSPEND: stop the victim's run (retried next cycle when not confirmed)."""
@@ -425,6 +460,11 @@ class Preempter:
         finally:
             gw.ended_runs([key])
         gw.wake()
+
+
+def _in_grace(victim: _Victim, now: float) -> bool:
+    """Signalled, its GraceTime not over yet (not SUSPEND: stopped at once)."""
+    return victim.mode is not Mode.SUSPEND and victim.killed_at is None and victim.deadline > now
 
 
 def _graced(job: Job, now: float, grace_s: int) -> Job:

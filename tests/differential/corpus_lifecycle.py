@@ -89,11 +89,17 @@ class Collected:
     def ids_out(self, text: str) -> str:
         """Its job ids as J0, J1 .. (in id order) where a job id stands: after `job`, `/`,
         `-`, `_`, `.`, or before `.`/`_` (a Caldera id is a small number, so a bare
-        number in a message is not taken for one)."""
-        for k, job in sorted(enumerate(self.ids), key=lambda kv: -len(kv[1])):
-            text = re.sub(rf"{_BEFORE_ID}{job}(?!\d)", f"J{k}", text)
-            text = re.sub(rf"^{job}(?=[._+]|$)", f"J{k}", text)
-        return text
+        number in a message is not taken for one). The script's own file name is left as
+        it is: its digits are no job id (NERSC's `..._14_advanced_pilot_...` met Caldera's
+        job 14 in one CI run)."""
+        pieces = text.split(self.name) if self.name else [text]
+        for i, piece in enumerate(pieces):
+            for k, job in sorted(enumerate(self.ids), key=lambda kv: -len(kv[1])):
+                piece = re.sub(rf"{_BEFORE_ID}{job}(?!\d)", f"J{k}", piece)
+                if i == 0:
+                    piece = re.sub(rf"^{job}(?=[._+]|$)", f"J{k}", piece)
+            pieces[i] = piece
+        return self.name.join(pieces) if self.name else pieces[0]
 
     def sacct_state(self, row: str) -> str:
         """The State of the job (or array task) a normalised sacct row belongs to."""

@@ -8,7 +8,9 @@ steps run on both and are reduced to what must agree whatever the timing: the st
 victim goes through (RUNNING through its GraceTime, COMPLETING while KillWait runs,
 PREEMPTED or PENDING BeginTime), when its batch shell is signalled, PreemptTime and
 EndTime, ExitCode in scontrol and sacct, the rows sacct -D keeps, slurmstepd's line in the
-job's output, and the preemptor starting only once the victim's processes are gone. What
+job's output, and the preemptor starting only once the victim's processes are gone; and a
+victim whose script ends by itself inside its grace (its srun step died of the grace's
+SIGTERM), which Slurm records COMPLETED, not PREEMPTED. What
 was first observed, with more cases (SUSPEND with GraceTime, PreemptExemptTime), is in
 tests/data/slurm_preempt_22.05.json.
 """
@@ -226,6 +228,35 @@ def _requeue(side: Side) -> dict[str, object]:
     return facts
 
 
+def _ends_in_grace(side: Side) -> dict[str, object]:
+    """A CANCEL victim with GraceTime whose srun step dies of the grace's SIGTERM and whose
+    script then ends by itself, inside the grace (the common shape: `srun prog; ...`)."""
+    out = side.workdir / f"pre-g-{time.time_ns()}.out"
+    victim = _sbatch(side, "-p", "pc", "-c", "2", "-t", "5", "-o", str(out),
+                     "--wrap", "srun sleep 100; echo after-srun $?")  # fmt: skip
+    deadline = time.monotonic() + 60
+    while "R" not in side.run(["squeue", "-h", "-j", victim, "-o", "%t"], None):
+        assert time.monotonic() < deadline, f"victim {victim} never ran"
+        time.sleep(0.2)
+    time.sleep(1)  # the step started
+    high, stamp = _preemptor(side, "g")
+    done = ("COMPLETED", "FAILED", "PREEMPTED")
+    seen = _follow(side, victim, lambda s: s.get("JobState") in done)
+    final = seen[-1]
+    ended = _epoch(final["EndTime"]) - _epoch(final["PreemptTime"])
+    time.sleep(1)
+    facts: dict[str, object] = {  # (how many RUNNING views precede the end is timing)
+        "final": (final["JobState"], final["ExitCode"]),
+        "ended inside the grace": ended < GRACE_S,
+        "script went on": "after-srun 143" in out.read_text(),
+        "sacct": sorted(_sacct(side, victim)),
+    }
+    side.run(["scancel", high], None)
+    for path in (out, stamp):
+        path.unlink(missing_ok=True)
+    return facts
+
+
 def test_cancel_with_grace_time_agrees_with_slurm(real: Side, ours: Side) -> None:
     slurm = _cancel_with_grace(real)
     # what the recording showed, so that agreeing means something
@@ -248,3 +279,15 @@ def test_requeue_agrees_with_slurm(real: Side, ours: Side) -> None:
         "<id>|PENDING|0:0",
     ]
     assert _requeue(ours) == slurm
+
+
+def test_a_victim_ending_by_itself_in_its_grace_agrees_with_slurm(real: Side, ours: Side) -> None:
+    slurm = _ends_in_grace(real)
+    assert slurm["final"] == ("COMPLETED", "0:0")
+    assert slurm["ended inside the grace"] is True
+    assert slurm["sacct"] == [
+        "<id>.0|CANCELLED|0:15",
+        "<id>.batch|COMPLETED|0:0",
+        "<id>|COMPLETED|0:0",
+    ]
+    assert _ends_in_grace(ours) == slurm

@@ -325,12 +325,7 @@ class Preempter:
         status = await asyncio.to_thread(runs.preempted_status, job)
         if status is None or victim.job_id not in self.victims:
             return
-        ends = gw.capabilities(job).ends_attempts
-        try:  # what the script left behind goes with it, as at any end
-            if ends is not None:
-                await asyncio.to_thread(ends.end_attempt, job)
-        except BackendError as exc:  # not confirmed gone yet: next cycle
-            log.warning("job %s not ended yet: %s", victim.job_id, exc)
+        if not await self._gone(job):  # what the script left behind goes with it
             return
         current = gw.jobs.get(victim.job_id, job)
         if current.restart_count != victim.run or current.state is not JobState.RUNNING:
@@ -415,6 +410,25 @@ class Preempter:
         if status is not None or now >= victim.report_by:
             await self._end(victim, status)
 
+    async def _gone(self, job: Job) -> bool:
+        """End every process of the job's run, confirmed (False: not yet, next cycle)."""
+        gw = self.gw
+        ends = gw.capabilities(job).ends_attempts
+        try:
+            if ends is not None:
+                await asyncio.to_thread(ends.end_attempt, job)
+            else:
+                backend = gw.backend_for(job)
+                if backend is not None:
+                    await asyncio.to_thread(backend.cancel, job, _SIGKILL, False)
+        except BackendError as exc:  # not confirmed gone yet: try again next cycle
+            log.warning("preempted job %s not ended yet: %s", job.job_id, exc)
+            return False
+        except Exception:  # logged; retried next cycle
+            log.exception("ending preempted job %s failed", job.job_id)
+            return False
+        return True
+
     async def _end(self, victim: _Victim, status: int | None) -> None:
         """End the victim's run for the record (confirmed gone first): PREEMPTED with the
         batch shell's `status` (0:15 when unknown), or requeued."""
@@ -425,19 +439,7 @@ class Preempter:
             del self.victims[victim.job_id]  # ended or requeued meanwhile by someone else
             gw.ended_runs([key])
             return
-        ends = gw.capabilities(job).ends_attempts
-        try:
-            if ends is not None:
-                await asyncio.to_thread(ends.end_attempt, job)
-            else:
-                backend = gw.backend_for(job)
-                if backend is not None:
-                    await asyncio.to_thread(backend.cancel, job, _SIGKILL, False)
-        except BackendError as exc:  # not confirmed gone yet: try again next cycle
-            log.warning("preempted job %s not ended yet: %s", victim.job_id, exc)
-            return
-        except Exception:  # logged; retried next cycle
-            log.exception("ending preempted job %s failed", victim.job_id)
+        if not await self._gone(job):
             return
         current = gw.jobs.get(victim.job_id, job)
         if current.restart_count != victim.run or not current.state.is_active:

@@ -144,7 +144,7 @@ class Router:
         for name, why in verdicts.items():
             if why is not None:
                 continue
-            start, known = self._predict(job, name, snap, free, now)
+            start, known = self._predict(job, name, snap, free, now, current)
             if not known:
                 return None
             preds.append(Prediction(name, start, self._size(name, snap.clusters[name])))
@@ -189,11 +189,21 @@ class Router:
         return verdicts
 
     def _predict(
-        self, job: Job, name: str, snap: Snapshot, free: dict[str, NodeFree], now: float
+        self,
+        job: Job,
+        name: str,
+        snap: Snapshot,
+        free: dict[str, NodeFree],
+        now: float,
+        current: str | None,
     ) -> tuple[float | None, bool]:
-        """(predicted start, known yet) of the job on one cluster."""
+        """(predicted start, known yet) of the job on one cluster. A cluster that does not
+        answer now gets no new job (what it predicted before is stale); the jobs already
+        routed to it keep it until `outage_timeout_s` (a blip moves nothing)."""
         cluster = snap.clusters.get(name)
         if cluster is None or self._is_out(name, now) or self._full(name):
+            return None, True
+        if not cluster.reachable and name != current:
             return None, True
         targets = targets_on(job, cluster, name)
         if not targets:

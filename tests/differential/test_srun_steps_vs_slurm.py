@@ -191,9 +191,16 @@ def _alloc_session(run: object, workdir: Path) -> tuple[list[str], list[str]]:
         )
         lines.append(f"$ {argv[0]} rc={done.returncode}\n" + "\n".join(out) + "\n" + err)
     jobs = [str(i) for i in range(ids[0], ids[-1] + 1)]  # srun's job is among them
-    time.sleep(2)  # slurmdbd writes the last end record
     acct = ["sacct", "-n", "-P", "-j", ",".join(jobs), "-o", "JobID,JobName,State,ExitCode"]
-    records = run(acct).stdout.splitlines()  # type: ignore[operator]
+    # slurmdbd first has a job without its name ("allocation"), then its end record
+    # (CI saw every row still unnamed 2 s after the last salloc)
+    records: list[str] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        last, records = records, run(acct).stdout.splitlines()  # type: ignore[operator]
+        if records == last and not any("|allocation|" in r for r in records):
+            break
     for job in jobs:
         shown = run(["scontrol", "show", "job", job]).stdout  # type: ignore[operator]
         fields = dict(re.findall(r"([\w/:]+)=(\S*)", shown))

@@ -3,7 +3,7 @@
 The clusters here are doubles on purpose: the logic under test is the gateway's (which
 cluster a job waits for, when a queued job is withdrawn, which events are ignored after a
 move). The same paths run against the real Slurm test cluster in
-tests/integration/test_federation.py.
+tests/e2e/test_gateway_federation.py.
 """
 
 from __future__ import annotations
@@ -286,6 +286,32 @@ def test_an_unreachable_cluster_is_not_chosen_after_the_outage_timeout(tmp_path:
     assert far.launched == []
     assert job.routed_to == "home"  # home in an hour beats unknown
     assert job.state is JobState.PENDING
+
+
+def test_a_silent_cluster_gets_no_new_job_even_before_the_outage_timeout(
+    tmp_path: Path,
+) -> None:
+    """A cluster that stopped answering is not sent a new job on what it predicted before it
+    went silent (CI: a prediction cached while it answered sent a job to a stopped
+    slurmctld)."""
+    home, far = Placed("home"), Queues("far", predicted=time.time())
+
+    async def main() -> tuple[Job, list[int], Job]:
+        gw = _gateway(tmp_path, {"home": home, "far": far}, {"home": "home"})
+        await gw.commit([_blocker(9, "home", 60), _pending(1)], "submit")
+        await _cycles(gw)  # far answers: its prediction is cached
+        first = gw.jobs[1]
+        far.reachable = False
+        await gw.commit([_pending(2)], "submit")
+        await _cycles(gw)
+        gw.committer.close()
+        return first, list(far.launched), gw.jobs[2]
+
+    first, launched_while_silent, second = asyncio.run(main())
+    assert first.cluster == "far"
+    assert launched_while_silent == [1]
+    assert second.routed_to == "home"
+    assert "far unknown" in second.route_note
 
 
 def test_a_cluster_at_its_max_jobs_is_not_chosen(tmp_path: Path) -> None:

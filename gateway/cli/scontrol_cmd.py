@@ -46,6 +46,7 @@ _UPDATE_KEYS = {
     "partition",
     "dependency",
     "nice",
+    "priority",
     "jobname",
     "name",
     "comment",
@@ -374,6 +375,9 @@ def _update(args: list[str]) -> int:
         elif k in _UPDATE_KEYS:
             if k == "timelimit" and time_str_to_mins(value) == NO_VAL:
                 raise _Fail(f"{_PROG}: error: Invalid TimeLimit value")
+            number, end = strtol(value)
+            if k == "priority" and (end != len(value) or not 0 <= number < NO_VAL):
+                raise _Fail(f"{_PROG}: error: Invalid Priority value: {value}")  # parse_uint32
             fields[key] = value
         else:
             raise _Fail(f"Update of this parameter is not supported: {arg}", "Request aborted")

@@ -56,6 +56,7 @@ class SlurmErrno(Enum):
     JOB_NOT_SUSPENDED = (2087, "Job is not suspended")
     JOB_NOT_FINISHED = (2088, "Job is not finished")
     INTERNAL = (2090, "Slurm internal error, contact system administrator")
+    PRIO_RESET_FAIL = (2095, "Changes to job priority are not persistent, change nice instead")
     INVALID_NICE = (2123, "Invalid --nice value")
     INVALID_TIME_MIN_LIMIT = (
         2124,

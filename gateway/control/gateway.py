@@ -233,7 +233,7 @@ class Gateway:
                 None if self.config.accept_any_qos else frozenset(self.config.qos),
                 self._job_exists,
             )
-            job = policy_of(self).admit(job, call.retry)  # MaxSubmitJobs: refused, not stored
+            job = policy_of(self).admit(job, call.retry, caller.operator)  # MaxSubmitJobs: refused
         except CompatError as exc:
             return SubmitOutcome(None, "", exc.render("sbatch"), exc.exit_code)
         except EarlyExit as done:  # --help, --usage, --version, --gres=help

@@ -12,18 +12,15 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from gateway.compat.dependency import DependencyError, parse_dependency
-from gateway.compat.duration import time_str_to_mins
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.control.arraytasks import Target, remove_index
 from gateway.control.bulk import Changes
 from gateway.control.gateway import Gateway
+from gateway.control.job_update import not_persistent, update_field
 from gateway.control.submit import Caller
 from gateway.model.backend import BackendError
 from gateway.model.job import Hold, Job
 from gateway.model.state import JobState, Reason
-from gateway.model.values import INFINITE, NO_VAL
-from gateway.policy.priority import reniced
 from gateway.policy.service import policy_of
 
 __all__ = [
@@ -256,6 +253,7 @@ async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> lis
                     job,
                     hold=None,
                     reason=Reason.NONE,
+                    fixed_priority=job.fixed_priority and job.hold is None,
                     priority=policy_of(gw).number(job),
                 )
             )
@@ -391,73 +389,6 @@ async def _each(
     return results
 
 
-def _throttle(job: Job, value: str) -> Job | SlurmErrno:
-    """ArrayTaskThrottle (slurmctld's strtoll; 0 lifts the limit) on every record of an
-    array, so the scheduler's per-record check sees it; other jobs are left alone."""
-    from gateway.compat.cnum import strtol
-
-    throttle, _ = strtol(value)
-    if throttle < 0:
-        return SlurmErrno.INVALID_ARRAY
-    if job.spec.array is None:
-        return job
-    pending = replace(job.array_pending, throttle=throttle) if job.array_pending else None
-    spec = replace(job.spec, array=replace(job.spec.array, throttle=throttle))
-    return replace(job, array_pending=pending, spec=spec)
-
-
-def _update_one(job: Job, key: str, value: str, caller: Caller) -> Job | SlurmErrno:
-    spec = job.spec
-    k = key.lower()
-    if k == "timelimit":
-        minutes = time_str_to_mins(value)
-        if minutes == NO_VAL:
-            return SlurmErrno.INVALID_TIME_VALUE
-        minutes = INFINITE if minutes == 0 else minutes
-        if not caller.operator and (minutes == INFINITE or minutes > job.time_limit):
-            return SlurmErrno.ACCESS_DENIED
-        return replace(job, time_limit=minutes, spec=replace(spec, time_limit=minutes))
-    if k == "partition":
-        if job.state is not JobState.PENDING:
-            return SlurmErrno.JOB_NOT_PENDING
-        parts = tuple(p for p in value.split(",") if p)
-        return replace(job, partition=",".join(parts), spec=replace(spec, partitions=parts))
-    if k == "dependency":
-        if job.state is not JobState.PENDING:
-            return SlurmErrno.JOB_NOT_PENDING
-        try:
-            dep = parse_dependency(value)
-        except DependencyError as exc:
-            return exc.errno
-        return replace(
-            job, reason=Reason.NONE, spec=replace(spec, dependency=dep if dep.items else None)
-        )
-    if k == "nice":
-        from gateway.compat.cnum import strtol
-
-        nice, end = strtol(value)
-        if end != len(value) or abs(nice) > 0x80000000 - 3:
-            return SlurmErrno.INVALID_NICE
-        if nice < 0 and not caller.operator:
-            return SlurmErrno.ACCESS_DENIED
-        new = replace(job, spec=replace(spec, nice=nice))
-        if job.hold is None and not job.state.is_finished:
-            new = replace(new, priority=reniced(job.priority, spec.nice, nice))
-        return new
-    if k == "jobname" or k == "name":
-        return replace(job, spec=replace(spec, name=value))
-    if k == "comment":
-        return replace(job, spec=replace(spec, comment=value))
-    if k == "arraytaskthrottle":
-        return _throttle(job, value)
-    if k == "timemin":
-        minutes = time_str_to_mins(value)
-        if minutes == NO_VAL:
-            return SlurmErrno.INVALID_TIME_VALUE
-        return replace(job, spec=replace(spec, time_min=minutes or None))
-    return SlurmErrno.NOT_SUPPORTED
-
-
 async def apply_update(
     gw: Gateway, target: Target, fields: Mapping[str, str], caller: Caller
 ) -> OpResult:
@@ -468,6 +399,7 @@ async def apply_update(
     if not matched:
         return OpResult(target_name(target), SlurmErrno.INVALID_JOB_ID)
     changed: list[Job] = []
+    warning: SlurmErrno | None = None
     for job, _ in matched:
         job = gw.jobs.get(job.job_id, job)
         if not _allowed(job, caller):
@@ -477,14 +409,16 @@ async def apply_update(
         for key, value in fields.items():
             if key.lower() == "arraytaskthrottle" and target.tasks is not None:
                 continue  # a task has no array record: slurmctld ignores it
-            out = _update_one(job, key, value, caller)
+            out = update_field(job, key, value, caller.operator)
             if isinstance(out, SlurmErrno):
                 return OpResult(target_name(target), out)
             if key.lower() == "timelimit":
                 refused = await _forward_time_limit(gw, out)
                 if refused is not None:
                     return OpResult(target_name(target), refused)
+            if key.lower() == "priority" and not_persistent(job, out, caller.operator):
+                warning = SlurmErrno.PRIO_RESET_FAIL  # applied, and said to be fleeting
             job = out
         changed.append(job)
     await gw.commit(changed, "update", by=caller.uid, fields=dict(fields))
-    return OpResult(target_name(target), None)
+    return OpResult(target_name(target), warning)

@@ -75,6 +75,9 @@ class Job:
     state: JobState = JobState.PENDING
     reason: Reason = Reason.NONE
     priority: int = 0
+    # set by an operator (sbatch --priority, scontrol update Priority=): slurmctld's
+    # direct_set_prio, a priority no count or factor recomputes until a release resets it
+    fixed_priority: bool = False
     hold: Hold | None = None
     # arrays
     array_job_id: int = 0

@@ -77,11 +77,14 @@ def _compute(
     shares: Mapping[int, float] | None,
 ) -> dict[int, Factors]:
     jobs = [j for j in pending if j.hold is None]
-    if not cfg.multifactor:
-        return {
-            j.job_id: Factors(j.job_id, j.priority, 0, 0, 0, 0, 0, 0, 0, j.spec.nice or 0, {})
-            for j in jobs
-        }
+    direct = {  # an operator's fixed priority: no factors (sprio shows it alone)
+        j.job_id: Factors(j.job_id, j.priority, 0, 0, 0, 0, 0, 0, 0, j.spec.nice or 0, {})
+        for j in jobs
+        if j.fixed_priority or not cfg.multifactor
+    }
+    jobs = [j for j in jobs if j.job_id not in direct]
+    if not jobs:
+        return direct
     fs_by_assoc: Mapping[int, float] = {}
     if cfg.weight_fairshare:
         fs_by_assoc = shares if shares is not None else fair_shares(state, usage, cfg)
@@ -111,7 +114,7 @@ def _compute(
     n_nodes, n_cpus = max(1, sys.node_count), max(1, sys.cluster_cpus)
     w_tres = cfg.weight_tres
     totals = partition_tres(clusters) if w_tres else {}
-    out: dict[int, Factors] = {}
+    out: dict[int, Factors] = direct
     dep, begin, held = Reason.DEPENDENCY, Reason.BEGIN_TIME, Reason.JOB_HELD_USER
     for job in jobs:
         account = job.account or default_acct.get(job.user, "")

@@ -96,20 +96,30 @@ class PolicyService:
         )
         self.preempter = Preempter(gw, site, lambda: None if self.broken else self.state)
 
-    def admit(self, job: Job, retry: bool = False) -> Job:
+    def admit(self, job: Job, retry: bool = False, operator: bool = False) -> Job:
         """The submission with its priority, or SubmitLimitError (sbatch's message) when it
         is over a submit limit: refused before it is numbered, as slurmctld's _job_create
         refuses it before set_job_prio. A retried submission is not checked: it may be
-        counted already, stored under its token before its answer was lost."""
+        counted already, stored under its token before its answer was lost. An operator's
+        `--priority` is the job's, fixed; anyone else's is ignored (slurmctld's job_submit)."""
         if not retry and self.broken is None:
             check_submit(job, self.state, self.gw.jobs.values())
-        return job if job.hold is not None else replace(job, priority=self.number(job))
+        if job.hold is not None:
+            return job
+        if operator and job.spec.priority is not None:
+            return replace(job, priority=job.spec.priority, fixed_priority=True)
+        return replace(job, priority=self.number(job))
 
     def number(self, job: Job) -> int:
         """The next number of priority/basic's count for a job submitted, released or
-        resumed (under multifactor, its priority until the next refresh computes it)."""
+        resumed (under multifactor, its priority until the next refresh computes it); a
+        fixed priority stays (priority_basic.c: direct_set_prio above 1)."""
+        if job.fixed_priority and job.priority > 1:
+            return job.priority
         if self._count is None:
-            self._count = BasicCounter.recovered(j.priority for j in self.gw.jobs.values())
+            self._count = BasicCounter.recovered(
+                j.priority for j in self.gw.jobs.values() if not j.fixed_priority
+            )
         return self._count.take(job.spec.nice)
 
     async def each_cycle(self) -> None:
@@ -256,7 +266,7 @@ class PolicyService:
     def _current(self, job: Job) -> bool:
         """Whether a job's stored priority is the one last computed for it (a new job, a
         release or a nice change makes it stale)."""
-        if job.hold is not None:
+        if job.hold is not None or job.fixed_priority:
             return True
         f = self.factors.get(job.job_id)
         return f is not None and f.priority == job.priority and f.nice == (job.spec.nice or 0)

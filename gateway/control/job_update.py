@@ -1,0 +1,112 @@
+"""`scontrol update JobId=...` field by field, as slurmctld's update_job changes a job
+record: pure functions from the job and the field's text to the new job or Slurm's error
+(gateway/control/ops.py applies them, all fields of a command or none)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gateway.compat.cnum import strtol
+from gateway.compat.dependency import DependencyError, parse_dependency
+from gateway.compat.duration import time_str_to_mins
+from gateway.compat.slurm_errors import SlurmErrno
+from gateway.model.job import Job
+from gateway.model.state import JobState, Reason
+from gateway.model.values import INFINITE, NO_VAL
+from gateway.policy.priority import reniced
+
+__all__ = ["not_persistent", "update_field"]
+
+
+def _throttle(job: Job, value: str) -> Job | SlurmErrno:
+    """ArrayTaskThrottle (slurmctld's strtoll; 0 lifts the limit) on every record of an
+    array, so the scheduler's per-record check sees it; other jobs are left alone."""
+    throttle, _ = strtol(value)
+    if throttle < 0:
+        return SlurmErrno.INVALID_ARRAY
+    if job.spec.array is None:
+        return job
+    pending = replace(job.array_pending, throttle=throttle) if job.array_pending else None
+    spec = replace(job.spec, array=replace(job.spec.array, throttle=throttle))
+    return replace(job, array_pending=pending, spec=spec)
+
+
+def update_field(job: Job, key: str, value: str, operator: bool) -> Job | SlurmErrno:
+    """The job with one `scontrol update` field changed, or slurmctld's error for it."""
+    spec = job.spec
+    k = key.lower()
+    if k == "timelimit":
+        minutes = time_str_to_mins(value)
+        if minutes == NO_VAL:
+            return SlurmErrno.INVALID_TIME_VALUE
+        minutes = INFINITE if minutes == 0 else minutes
+        if not operator and (minutes == INFINITE or minutes > job.time_limit):
+            return SlurmErrno.ACCESS_DENIED
+        return replace(job, time_limit=minutes, spec=replace(spec, time_limit=minutes))
+    if k == "partition":
+        if job.state is not JobState.PENDING:
+            return SlurmErrno.JOB_NOT_PENDING
+        parts = tuple(p for p in value.split(",") if p)
+        return replace(job, partition=",".join(parts), spec=replace(spec, partitions=parts))
+    if k == "dependency":
+        if job.state is not JobState.PENDING:
+            return SlurmErrno.JOB_NOT_PENDING
+        try:
+            dep = parse_dependency(value)
+        except DependencyError as exc:
+            return exc.errno
+        return replace(
+            job, reason=Reason.NONE, spec=replace(spec, dependency=dep if dep.items else None)
+        )
+    if k == "nice":
+        nice, end = strtol(value)
+        if end != len(value) or abs(nice) > 0x80000000 - 3:
+            return SlurmErrno.INVALID_NICE
+        if nice < 0 and not operator:
+            return SlurmErrno.ACCESS_DENIED
+        if job.fixed_priority and job.priority != 0:
+            return job  # slurmctld: "ignore nice set request"
+        new = replace(job, spec=replace(spec, nice=nice))
+        if job.hold is None and not job.state.is_finished:
+            new = replace(new, priority=reniced(job.priority, spec.nice, nice))
+        return new
+    if k == "jobname" or k == "name":
+        return replace(job, spec=replace(spec, name=value))
+    if k == "comment":
+        return replace(job, spec=replace(spec, comment=value))
+    if k == "priority":
+        return _priority(job, value, operator)
+    if k == "arraytaskthrottle":
+        return _throttle(job, value)
+    if k == "timemin":
+        minutes = time_str_to_mins(value)
+        if minutes == NO_VAL:
+            return SlurmErrno.INVALID_TIME_VALUE
+        return replace(job, spec=replace(spec, time_min=minutes or None))
+    return SlurmErrno.NOT_SUPPORTED
+
+
+def _priority(job: Job, value: str, operator: bool) -> Job | SlurmErrno:
+    """Priority=N (job_mgr.c update_job, 22.05): an operator sets any priority and it stays
+    (direct_set_prio); a user may only lower theirs, and it lasts until recomputed
+    (`not_persistent`). Setting one resets the nice value. A held job keeps its hold;
+    Priority=0 (a hold) is left to `scontrol hold`."""
+    number, end = strtol(value)
+    if end != len(value) or not 0 <= number < NO_VAL:
+        return SlurmErrno.NOT_SUPPORTED  # scontrol refuses it first: "Invalid Priority value"
+    if number == job.priority:
+        return job
+    if job.priority == 0:
+        return SlurmErrno.JOB_HELD
+    if number == 0:
+        return SlurmErrno.NOT_SUPPORTED
+    if not operator and number > job.priority:
+        return SlurmErrno.ACCESS_DENIED
+    spec = replace(job.spec, nice=None)
+    return replace(job, priority=number, fixed_priority=operator, spec=spec)
+
+
+def not_persistent(before: Job, after: Job, operator: bool) -> bool:
+    """A user lowered their job's priority: slurmctld applies it and still answers
+    ESLURM_PRIO_RESET_FAIL (the next recomputation undoes it; nice is the lasting way)."""
+    return not operator and after.priority != before.priority and after.hold is None

@@ -1,0 +1,88 @@
+"""A priority set by hand (sbatch --priority, scontrol update Priority=), as slurmctld keeps
+it: an operator's stays (direct_set_prio) until a hold and release; a user's submission
+value is ignored and a user may only lower a priority, which the next count undoes.
+tests/differential/test_priority_set_vs_slurm.py compares the same against the test cluster."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from gateway.compat.slurm_errors import SlurmErrno
+from gateway.control.gateway import Gateway
+from gateway.control.job_update import not_persistent, update_field
+from gateway.model.codec import job_from_dict, job_to_dict
+from gateway.model.job import Hold, Job
+from gateway.policy.model import initial_state
+from gateway.policy.priority import PriorityConfig
+from gateway.policy.refresh import compute_priorities
+from gateway.policy.service import policy_of
+from tests.support.builders import make_gateway, make_job
+
+
+def _pending(priority: int, fixed: bool = False, nice: int | None = None) -> Job:
+    job = make_job(5).build()
+    return replace(job, priority=priority, fixed_priority=fixed, spec=replace(job.spec, nice=nice))
+
+
+def test_an_operator_sets_any_priority_and_it_stays() -> None:
+    out = update_field(_pending(4294901000, nice=3), "Priority", "50", operator=True)
+    assert isinstance(out, Job)
+    assert (out.priority, out.fixed_priority, out.spec.nice) == (50, True, None)
+    assert not not_persistent(_pending(4294901000), out, operator=True)
+    raised = update_field(_pending(10), "priority", "4000000000", operator=True)
+    assert isinstance(raised, Job)
+    assert raised.priority == 4_000_000_000
+
+
+def test_a_user_may_only_lower_a_priority_and_is_told_it_will_not_last() -> None:
+    before = _pending(4294901000)
+    lowered = update_field(before, "priority", "5", operator=False)
+    assert isinstance(lowered, Job)
+    assert (lowered.priority, lowered.fixed_priority) == (5, False)
+    assert not_persistent(before, lowered, operator=False)
+    assert update_field(lowered, "priority", "1000", operator=False) is SlurmErrno.ACCESS_DENIED
+    assert not not_persistent(lowered, lowered, operator=False)  # the same value: no change
+
+
+def test_a_held_job_keeps_its_hold_and_bad_values_are_refused() -> None:
+    held = replace(_pending(0), hold=Hold.USER)
+    assert update_field(held, "priority", "7", operator=True) is SlurmErrno.JOB_HELD
+    for bad in ("abc", "-1", "4294967294", "5x"):
+        assert update_field(_pending(9), "priority", bad, operator=True) is SlurmErrno.NOT_SUPPORTED
+
+
+def test_nice_leaves_a_fixed_priority_alone() -> None:
+    fixed = _pending(50, fixed=True)
+    assert update_field(fixed, "nice", "10", operator=True) == fixed
+    counted = update_field(_pending(4294901000), "nice", "10", operator=True)
+    assert isinstance(counted, Job)
+    assert counted.priority == 4294900990
+
+
+def test_fixed_priorities_survive_the_store_and_multifactor_leaves_them_alone() -> None:
+    fixed = _pending(50, fixed=True)
+    assert job_from_dict(job_to_dict(fixed)).fixed_priority
+    cfg = PriorityConfig(type="priority/multifactor", weight_age=1000)
+    state = initial_state("local")
+    factors = compute_priorities([fixed], state, {}, {}, cfg, fixed.submit_time + 60)
+    assert factors[fixed.job_id].priority == 50
+    assert factors[fixed.job_id].age == 0.0
+
+
+def _gateway(tmp_path: Path) -> Gateway:
+    return make_gateway(tmp_path)
+
+
+def test_sbatch_priority_is_an_operators_only(tmp_path: Path) -> None:
+    policy = policy_of(_gateway(tmp_path))
+    job = make_job(7).build()
+    asked = replace(job, spec=replace(job.spec, priority=100))
+    mine = policy.admit(asked, operator=True)
+    assert (mine.priority, mine.fixed_priority) == (100, True)
+    theirs = policy.admit(asked, operator=False)
+    assert not theirs.fixed_priority
+    assert theirs.priority > 1_000_000
+    assert policy.number(mine) == 100  # a requeue keeps it (priority_basic.c)
+    held = policy.admit(replace(asked, hold=Hold.USER, priority=0), operator=True)
+    assert (held.priority, held.fixed_priority) == (0, False)  # sbatch -H: the hold wins

@@ -1,10 +1,11 @@
 """What a gang's pods need for srun/mpirun across ranks (pure; render.py and objects.py use it).
 
-- The launcher (pod_launcher.py + pod_launch_plan.py, standard library only) lives in one
-  ConfigMap per namespace, `<prefix>-launcher`, not in each job's root: it is ~30 KB, and a
-  copy per job would add gigabytes to etcd in a flood of 100,000 jobs. objects.py creates it
-  (or brings its content up to date) before the first gang; pods mount it read-only at
-  /caldera/launch (`bin/srun` first in PATH; `launcher.py agent` on ranks > 0).
+- The launcher (pod_launcher.py, pod_launch_plan.py, pod_wire.py: standard library only)
+  lives in one ConfigMap per namespace, `<prefix>-launcher`, not in each job's root: it is
+  ~30 KB, and a copy per job would add gigabytes to etcd in a flood of 100,000 jobs.
+  objects.py creates it (or brings its content up to date) before the first gang; pods
+  mount it read-only at /caldera/launch (`bin/srun` first in PATH; `launcher.py agent` on
+  ranks > 0).
 - The job's secret: a token in the root ConfigMap (mounted 0400, readable by the job's
   group through fsGroup), HMAC(launcher_key, attempt name), so a retried render gives the
   same value and no random state is kept; `launcher_key` is random per gateway process
@@ -50,6 +51,7 @@ _HERE = Path(__file__).parent
 SOURCES = {
     "launcher": (_HERE / "pod_launcher.py").read_text(),
     "launch-plan": (_HERE / "pod_launch_plan.py").read_text(),
+    "launch-wire": (_HERE / "pod_wire.py").read_text(),
 }
 # Ranks > 0: the agent when the image has python3, else the old wait (an image without
 # python3 runs the batch script on rank 0 as before, only srun cannot reach the ranks).
@@ -98,6 +100,7 @@ def launcher_volume(prefix: str) -> Manifest:
                 {"key": "launcher", "path": "launcher.py", "mode": 0o555},
                 {"key": "launcher", "path": "bin/srun", "mode": 0o555},
                 {"key": "launch-plan", "path": "lib/k8s_bridge/pod_launch_plan.py"},
+                {"key": "launch-wire", "path": "lib/k8s_bridge/pod_wire.py"},
             ],
         },
     }

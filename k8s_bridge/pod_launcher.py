@@ -7,10 +7,11 @@ imports only the standard library and that file, never the caldera package. Two 
 
 - `launcher.py agent`: every rank but 0 runs it instead of a sleep. It listens on
   CALDERA_AGENT_PORT (6818, slurmd's port) of the pod and runs one task per connection: the
-  client sends argv + environment + directory as JSON and proves it knows the job's token
-  (HMAC-SHA256 over a fresh nonce and the request, compared in constant time; the token file
-  is 0400 in the pod and never crosses the network); argv is executed directly (never a
-  shell), stdout/stderr stream back in frames, then the wait status.
+  client first proves it knows the job's token (HMAC-SHA256 over a fresh nonce and the
+  request's digest, compared in constant time; the token file is 0400 in the pod and never
+  crosses the network), so an unauthenticated peer can send the agent 64 bytes, no more; then
+  it sends argv + environment + directory as JSON, which must match that digest. argv is
+  executed directly (never a shell), stdout/stderr stream back in frames, then the status.
 - `srun ...` on rank 0 (the batch script's pod): lays the step out on the allocation as
   Slurm 22.05's srun (pod_launch_plan.py), gives each task SLURM_PROCID/LOCALID/NODEID/
   STEP_ID..., runs the tasks of its own node itself and the others through their node's
@@ -21,28 +22,25 @@ imports only the standard library and that file, never the caldera package. Two 
 Rank host names resolve through /caldera/job/hosts (`<ip> <name>` lines), which the backend
 writes into the job's root ConfigMap once every rank has a pod IP (launch.hosts_text).
 
-Frames: one type byte, a 4-byte big-endian length, the payload (at most MAX_FRAME bytes).
+The frames and the proof of the token are pod_wire.py's (shipped beside this file).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import json
 import os
 import signal
 import socket
 import socketserver
-import struct
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO
 
-if os.path.isdir("/caldera/launch/lib/k8s_bridge"):  # in a pod: the layout module beside us
+if os.path.isdir("/caldera/launch/lib/k8s_bridge"):  # in a pod: the modules beside us
     sys.path.insert(0, "/caldera/launch/lib")
 from k8s_bridge.pod_launch_plan import (
     UNSUPPORTED,
@@ -54,78 +52,31 @@ from k8s_bridge.pod_launch_plan import (
     srun_status,
     task_env,
 )
+from k8s_bridge.pod_wire import (
+    AUTH,
+    AUTH_SIZE,
+    ERR,
+    EXIT,
+    FAIL,
+    HELLO,
+    OUT,
+    REQUEST,
+    SIGNAL,
+    ProtocolError,
+    authentic,
+    frame,
+    matches,
+    parse_request,
+    proof,
+    read_frame,
+)
 
 JOB_DIR = "/caldera/job"
 TOKEN_PATH = f"{JOB_DIR}/token"
 HOSTS_PATH = f"{JOB_DIR}/hosts"
 PORT = 6818
-MAX_FRAME = 8 << 20
-HELLO, AUTH, REQUEST, OUT, ERR, EXIT, SIGNAL, FAIL = (bytes([c]) for c in b"HARoexSF")
-_HEADER = struct.Struct(">cI")
 _FORWARDED: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _FORWARDED += (signal.SIGUSR1, signal.SIGUSR2)
-
-
-class _Reader(Protocol):
-    def read(self, size: int, /) -> bytes: ...
-
-
-class ProtocolError(Exception):
-    """A peer that does not speak the protocol (or not to the end)."""
-
-
-# --- frames and authentication (pure) ---------------------------------------------------
-
-
-def frame(kind: bytes, payload: bytes = b"") -> bytes:
-    """One frame: type, length, payload."""
-    if len(payload) > MAX_FRAME:
-        raise ProtocolError(f"frame of {len(payload)} bytes is too large")
-    return _HEADER.pack(kind, len(payload)) + payload
-
-
-def read_frame(stream: _Reader) -> tuple[bytes, bytes]:
-    """The next frame of `stream`; EOFError at a clean end, ProtocolError on a bad one."""
-    head = stream.read(_HEADER.size)
-    if not head:
-        raise EOFError
-    if len(head) < _HEADER.size:
-        raise ProtocolError("truncated frame header")
-    kind, size = _HEADER.unpack(head)
-    if size > MAX_FRAME:
-        raise ProtocolError(f"frame of {size} bytes is too large")
-    payload = stream.read(size) if size else b""
-    if len(payload) < size:
-        raise ProtocolError("truncated frame")
-    return kind, payload
-
-
-def proof(token: bytes, nonce: bytes, request: bytes) -> bytes:
-    """What a client who knows the token answers to the agent's nonce, for this request
-    (bound to it: a request changed on the way no longer matches)."""
-    digest = hashlib.sha256(request).digest()
-    return hmac.new(token, b"caldera-launch\0" + nonce + digest, hashlib.sha256).digest()
-
-
-def authentic(token: bytes, nonce: bytes, request: bytes, answer: bytes) -> bool:
-    """The answer proves the token (constant-time compare; an empty token proves nothing)."""
-    return bool(token) and hmac.compare_digest(proof(token, nonce, request), answer)
-
-
-def parse_request(payload: bytes) -> tuple[list[str], dict[str, str], str]:
-    """argv (a list of strings, run as is), environment, working directory."""
-    try:
-        req = json.loads(payload)
-        argv, env, cwd = req["argv"], req["env"], req.get("cwd") or "/"
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ProtocolError(f"bad request: {exc}") from None
-    if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
-        raise ProtocolError("bad request: argv must be a non-empty list of strings")
-    if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
-        raise ProtocolError("bad request: env must map strings to strings")
-    if not isinstance(cwd, str):
-        raise ProtocolError("bad request: cwd must be a string")
-    return argv, env, cwd
 
 
 def read_token(path: str = TOKEN_PATH) -> bytes:
@@ -153,14 +104,14 @@ class _Task(socketserver.StreamRequestHandler):
         try:
             self.connection.settimeout(30)  # a peer that says nothing does not hold a thread
             self.send(HELLO, nonce)
-            kind, payload = read_frame(self.rfile)
-            if kind != REQUEST:
-                raise ProtocolError("expected a request")
-            kind, answer = read_frame(self.rfile)
-            if kind != AUTH or not authentic(self.token, nonce, payload, answer):
+            kind, answer = read_frame(self.rfile, AUTH_SIZE)  # nothing larger unauthenticated
+            if kind != AUTH or not authentic(self.token, nonce, answer):
                 self.send(FAIL, b"authentication failed")
                 return
-            argv, env, cwd = parse_request(payload)  # only once authenticated
+            kind, payload = read_frame(self.rfile)
+            if kind != REQUEST or not matches(answer, payload):
+                raise ProtocolError("the request is not the one authenticated")
+            argv, env, cwd = parse_request(payload)
             self.connection.settimeout(None)
         except (EOFError, ProtocolError, OSError) as exc:
             with_message = str(exc) or "connection closed"
@@ -333,8 +284,8 @@ class Remote:
         if kind != HELLO:
             raise ProtocolError("the agent did not greet")
         body = json.dumps({"argv": list(argv), "env": dict(env), "cwd": cwd}).encode()
-        self.send(REQUEST, body)
         self.send(AUTH, proof(self.token, nonce, body))
+        self.send(REQUEST, body)
         try:
             while True:
                 kind, payload = read_frame(self.rfile)

@@ -24,6 +24,7 @@ from gateway.model.jobspec import JobSpec
 from k8s_bridge import launch
 from k8s_bridge import pod_launch_plan as lp
 from k8s_bridge import pod_launcher as pl
+from k8s_bridge import pod_wire as wire
 from k8s_bridge.names import GangNames
 from k8s_bridge.options import GangMode, K8sOptions
 from k8s_bridge.render import render_gang
@@ -34,29 +35,39 @@ TOKEN = b"0123456789abcdef" * 4
 
 
 def test_frames_round_trip_and_refuse_oversize_or_truncated() -> None:
-    data = pl.frame(pl.OUT, b"hello") + pl.frame(pl.EXIT, b"") + pl.frame(pl.ERR, b"x" * 70000)
+    data = (
+        wire.frame(wire.OUT, b"hello")
+        + wire.frame(wire.EXIT, b"")
+        + wire.frame(wire.ERR, b"x" * 70000)
+    )
     stream = io.BytesIO(data)
-    assert pl.read_frame(stream) == (pl.OUT, b"hello")
-    assert pl.read_frame(stream) == (pl.EXIT, b"")
-    assert pl.read_frame(stream) == (pl.ERR, b"x" * 70000)
+    assert wire.read_frame(stream) == (wire.OUT, b"hello")
+    assert wire.read_frame(stream) == (wire.EXIT, b"")
+    assert wire.read_frame(stream) == (wire.ERR, b"x" * 70000)
     with pytest.raises(EOFError):
-        pl.read_frame(stream)
-    with pytest.raises(pl.ProtocolError, match="too large"):
-        pl.read_frame(io.BytesIO(b"o" + (pl.MAX_FRAME + 1).to_bytes(4, "big")))
-    with pytest.raises(pl.ProtocolError, match="truncated"):
-        pl.read_frame(io.BytesIO(pl.frame(pl.OUT, b"hello")[:-2]))
-    with pytest.raises(pl.ProtocolError):
-        pl.frame(pl.OUT, b"x" * (pl.MAX_FRAME + 1))
+        wire.read_frame(stream)
+    with pytest.raises(wire.ProtocolError, match="too large"):
+        wire.read_frame(io.BytesIO(b"o" + (wire.MAX_FRAME + 1).to_bytes(4, "big")))
+    with pytest.raises(wire.ProtocolError, match="truncated"):
+        wire.read_frame(io.BytesIO(wire.frame(wire.OUT, b"hello")[:-2]))
+    with pytest.raises(wire.ProtocolError):
+        wire.frame(wire.OUT, b"x" * (wire.MAX_FRAME + 1))
 
 
 def test_proof_needs_the_token_the_nonce_and_the_same_request() -> None:
     nonce, req = os.urandom(32), b'{"argv": ["hostname"], "env": {}}'
-    assert pl.authentic(TOKEN, nonce, req, pl.proof(TOKEN, nonce, req))
-    assert not pl.authentic(TOKEN, nonce, req, pl.proof(TOKEN[:-1] + b"x", nonce, req))
-    assert not pl.authentic(TOKEN, nonce, req, pl.proof(TOKEN, os.urandom(32), req))  # replay
+    answer = wire.proof(TOKEN, nonce, req)
+    assert len(answer) == wire.AUTH_SIZE
+    assert wire.authentic(TOKEN, nonce, answer)
+    assert wire.matches(answer, req)
+    assert not wire.authentic(TOKEN, nonce, wire.proof(TOKEN[:-1] + b"x", nonce, req))
+    assert not wire.authentic(TOKEN, nonce, wire.proof(TOKEN, os.urandom(32), req))  # replay
     evil = b'{"argv": ["rm", "-rf", "/"], "env": {}}'
-    assert not pl.authentic(TOKEN, nonce, evil, pl.proof(TOKEN, nonce, req))  # swapped request
-    assert not pl.authentic(b"", nonce, req, pl.proof(b"", nonce, req))  # empty token: nothing
+    assert not wire.matches(answer, evil)  # a request swapped after the proof
+    forged = wire.proof(TOKEN, nonce, evil)[:32] + answer[32:]  # its digest, the old HMAC
+    assert not wire.authentic(TOKEN, nonce, forged)
+    assert not wire.authentic(b"", nonce, wire.proof(b"", nonce, req))  # empty token: nothing
+    assert not wire.authentic(TOKEN, nonce, answer[:-1])  # short
 
 
 @pytest.mark.parametrize(
@@ -70,8 +81,8 @@ def test_proof_needs_the_token_the_nonce_and_the_same_request() -> None:
     ],
 )
 def test_bad_requests_are_refused(payload: bytes) -> None:
-    with pytest.raises(pl.ProtocolError):
-        pl.parse_request(payload)
+    with pytest.raises(wire.ProtocolError):
+        wire.parse_request(payload)
 
 
 @pytest.fixture
@@ -86,16 +97,18 @@ def agent() -> Iterator[int]:
 def _talk(port: int, token: bytes, argv: list[str], cwd: str) -> list[tuple[bytes, bytes]]:
     with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
         rfile = sock.makefile("rb")
-        kind, nonce = pl.read_frame(rfile)
-        assert kind == pl.HELLO
+        kind, nonce = wire.read_frame(rfile)
+        assert kind == wire.HELLO
         assert len(nonce) == 32
         request = {"argv": argv, "env": {"PATH": os.environ["PATH"]}, "cwd": cwd}
         body = json.dumps(request).encode()
-        sock.sendall(pl.frame(pl.REQUEST, body) + pl.frame(pl.AUTH, pl.proof(token, nonce, body)))
+        sock.sendall(
+            wire.frame(wire.AUTH, wire.proof(token, nonce, body)) + wire.frame(wire.REQUEST, body)
+        )
         frames = []
         while True:
             try:
-                frames.append(pl.read_frame(rfile))
+                frames.append(wire.read_frame(rfile))
             except EOFError:
                 return frames
 
@@ -103,7 +116,41 @@ def _talk(port: int, token: bytes, argv: list[str], cwd: str) -> list[tuple[byte
 def test_a_wrong_token_is_refused_and_runs_nothing(agent: int, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     frames = _talk(agent, b"wrong" * 8, ["touch", str(marker)], str(tmp_path))
-    assert frames == [(pl.FAIL, b"authentication failed")]
+    assert frames == [(wire.FAIL, b"authentication failed")]
+    assert not marker.exists()
+
+
+def test_an_unauthenticated_peer_cannot_send_more_than_its_proof(agent: int) -> None:
+    """Before the token is proven the agent reads one AUTH frame of AUTH_SIZE bytes: a peer
+    announcing a large frame (a request first, as the old protocol had it) is cut off
+    without the agent reading it."""
+
+    def too_large(size: int) -> bytes:
+        return f"frame of {size} bytes is too large".encode()
+
+    for kind, size in ((wire.REQUEST, 4 << 20), (wire.AUTH, wire.AUTH_SIZE + 1)):
+        with socket.create_connection(("127.0.0.1", agent), timeout=20) as sock:
+            rfile = sock.makefile("rb")
+            assert wire.read_frame(rfile)[0] == wire.HELLO
+            sock.sendall(kind + size.to_bytes(4, "big"))
+            assert wire.read_frame(rfile) == (wire.FAIL, too_large(size))
+            with pytest.raises(EOFError):  # and the connection is closed
+                wire.read_frame(rfile)
+
+
+def test_a_request_other_than_the_one_proven_runs_nothing(agent: int, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    with socket.create_connection(("127.0.0.1", agent), timeout=20) as sock:
+        rfile = sock.makefile("rb")
+        kind, nonce = wire.read_frame(rfile)
+        proven = json.dumps({"argv": ["true"], "env": {}, "cwd": "/"}).encode()
+        other = json.dumps({"argv": ["touch", str(marker)], "env": {}, "cwd": "/"}).encode()
+        sock.sendall(
+            wire.frame(wire.AUTH, wire.proof(TOKEN, nonce, proven))
+            + wire.frame(wire.REQUEST, other)
+        )
+        kind, text = wire.read_frame(rfile)
+    assert (kind, text) == (wire.FAIL, b"the request is not the one authenticated")
     assert not marker.exists()
 
 
@@ -111,15 +158,15 @@ def test_argv_is_executed_without_a_shell(agent: int, tmp_path: Path) -> None:
     marker = tmp_path / "injected"
     evil = f"$(touch {marker}); `touch {marker}` | touch {marker}"
     frames = _talk(agent, TOKEN, ["printf", "%s|", evil, "*"], str(tmp_path))
-    out = b"".join(p for k, p in frames if k == pl.OUT)
+    out = b"".join(p for k, p in frames if k == wire.OUT)
     assert out == f"{evil}|*|".encode()  # every word as given, no expansion
-    assert frames[-1] == (pl.EXIT, b'{"status": 0}')
+    assert frames[-1] == (wire.EXIT, b'{"status": 0}')
     assert not marker.exists()
 
 
 def test_exit_status_and_missing_program(agent: int, tmp_path: Path) -> None:
     frames = _talk(agent, TOKEN, ["sh", "-c", "echo oops >&2; exit 7"], str(tmp_path))
-    assert (pl.ERR, b"oops\n") in frames
+    assert (wire.ERR, b"oops\n") in frames
     assert json.loads(frames[-1][1]) == {"status": 7 << 8}
     frames = _talk(agent, TOKEN, ["/no/such/prog"], str(tmp_path))
     assert b"execve(): /no/such/prog: No such file or directory" in frames[0][1]
@@ -355,12 +402,12 @@ def test_pods_mount_the_launcher_and_a_private_token_and_workers_run_no_user_tex
 
 
 def test_the_shipped_files_need_only_the_standard_library(tmp_path: Path) -> None:
-    """Laid out as in a pod (no caldera package on the path): only the standard library and
-    the shipped plan module get imported."""
+    """Laid out as the pod's volume lays it out (no caldera package on the path): only the
+    standard library and the shipped modules get imported."""
     data = launch.launcher_configmap("caldera", "ns", "c")["data"]
-    (tmp_path / "lib" / "k8s_bridge").mkdir(parents=True)
-    (tmp_path / "lib" / "k8s_bridge" / "pod_launch_plan.py").write_text(data["launch-plan"])
-    (tmp_path / "launcher.py").write_text(data["launcher"])
+    for item in launch.launcher_volume("caldera")["configMap"]["items"]:
+        (tmp_path / item["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / item["path"]).write_text(data[item["key"]])
     probe = (
         f"import sys, runpy; sys.path[:0] = [{str(tmp_path / 'lib')!r}]; "
         f"runpy.run_path({str(tmp_path / 'launcher.py')!r}); "
@@ -373,6 +420,7 @@ def test_the_shipped_files_need_only_the_standard_library(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['k8s_bridge']"
     assert "k8s_bridge.pod_launch_plan" in data["launcher"]
+    assert "k8s_bridge.pod_wire" in data["launcher"]
 
 
 def test_srun_forwards_signals_to_remote_tasks(agent: int, tmp_path: Path) -> None:

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from gateway.compat.arrays import parse_array
 from gateway.compat.dependency import parse_dependency
+from gateway.control.config import GatewayConfig
+from gateway.control.gateway import Gateway
 from gateway.model.cluster import ClusterState, Gpu, Node, Partition
 from gateway.model.job import Hold, Job
 from gateway.model.jobspec import JobSpec, Sharing
 from gateway.model.state import JobState
 from gateway.model.values import GresItem
+from gateway.store.sqlite import SqliteStore
 
-__all__ = ["JobBuilder", "make_cluster", "make_job"]
+__all__ = ["JobBuilder", "make_cluster", "make_gateway", "make_job"]
 
 
 class JobBuilder:
@@ -143,3 +148,17 @@ def make_cluster(
         ),
         partitions=(Partition(name="debug", nodes=names, default=True),),
     )
+
+
+def make_gateway(home: Path, backends: Mapping[str, Any] | None = None, **config: Any) -> Gateway:
+    """An in-process gateway over `backends` (none: no backend), its SQLite store and spool
+    in `home`, no node agents; `config`: further GatewayConfig fields (routing, ...)."""
+    cfg = GatewayConfig(
+        home=home,
+        socket_path=home / "sock",
+        db_path=home / "jobs.db",
+        spool_dir=home / "spool",
+        agents=False,
+        **config,
+    )
+    return Gateway(cfg, SqliteStore(cfg.db_path), backends=dict(backends or {}))

@@ -12,27 +12,18 @@ from pathlib import Path
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.control import ops
 from gateway.control.arraytasks import Target, parse_targets
-from gateway.control.config import GatewayConfig
 from gateway.control.gateway import Gateway
 from gateway.control.submit import Caller
 from gateway.model.job import Hold, Job
 from gateway.model.state import JobState, Reason
-from gateway.store.sqlite import SqliteStore
-from tests.support.builders import make_job
+from tests.support.builders import make_gateway, make_job
 
 OWNER = Caller(uid=1000, gid=1000, user="u", group="g", operator=False)
 OTHER = Caller(uid=1001, gid=1001, user="tester", group="tester", operator=False)
 
 
 def _gateway(tmp_path: Path) -> Gateway:
-    config = GatewayConfig(
-        home=tmp_path,
-        socket_path=tmp_path / "sock",
-        db_path=tmp_path / "jobs.db",
-        spool_dir=tmp_path / "spool",
-        agents=False,
-    )
-    return Gateway(config, SqliteStore(config.db_path), backends={})
+    return make_gateway(tmp_path)
 
 
 async def _stored(gw: Gateway, jobs: list[Job]) -> None:

@@ -17,15 +17,13 @@ from pathlib import Path
 
 from gateway.control import ops
 from gateway.control.arraytasks import parse_targets
-from gateway.control.config import GatewayConfig
 from gateway.control.gateway import Gateway
 from gateway.control.submit import Caller
 from gateway.model.backend import BackendError, BackendEvent, EventKind, Launch
 from gateway.model.cluster import ClusterState, Node, Partition
 from gateway.model.job import Job
 from gateway.model.state import JobState
-from gateway.store.sqlite import SqliteStore
-from tests.support.builders import make_job
+from tests.support.builders import make_gateway, make_job
 
 OWNER = Caller(uid=1000, gid=1000, user="u", group="g", operator=False)
 
@@ -66,14 +64,7 @@ class ReportsDuringCancel:
 
 def _run(tmp_path: Path, backend: ReportsDuringCancel) -> tuple[Job, Job | None, list[str]]:
     async def main() -> tuple[Job, Job | None, list[str]]:
-        config = GatewayConfig(
-            home=tmp_path,
-            socket_path=tmp_path / "sock",
-            db_path=tmp_path / "jobs.db",
-            spool_dir=tmp_path / "spool",
-            agents=False,
-        )
-        gw = Gateway(config, SqliteStore(config.db_path), backends={"remote": backend})
+        gw = make_gateway(tmp_path, {"remote": backend})
         backend.gw, backend.loop = gw, asyncio.get_running_loop()
         running = make_job(7).state(JobState.RUNNING, start_time=1.0).build()
         await gw.commit([replace(running, cluster="remote", backend_id="b-7")], "submit")
@@ -138,14 +129,7 @@ def test_scancel_while_the_launch_is_in_flight_reaches_the_started_job(tmp_path:
 
     async def main() -> tuple[list[str], list[int]]:
         backend = SlowToStart()
-        config = GatewayConfig(
-            home=tmp_path,
-            socket_path=tmp_path / "sock",
-            db_path=tmp_path / "jobs.db",
-            spool_dir=tmp_path / "spool",
-            agents=False,
-        )
-        gw = Gateway(config, SqliteStore(config.db_path), backends={"remote": backend})
+        gw = make_gateway(tmp_path, {"remote": backend})
         await gw.commit([replace(make_job(3).build(), cluster="remote")], "submit")
         cycle = asyncio.create_task(gw.cycle_once())
         while gw.jobs[3].state is not JobState.RUNNING:

@@ -15,14 +15,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gateway.control.config import GatewayConfig
 from gateway.control.gateway import Gateway
 from gateway.model.backend import BackendError, BackendEvent, EventKind, Launch
 from gateway.model.cluster import ClusterState, Node, Partition
 from gateway.model.job import Job, RankPlacement
 from gateway.model.state import JobState, Reason
-from gateway.store.sqlite import SqliteStore
-from tests.support.builders import make_job
+from tests.support.builders import make_gateway, make_job
 
 
 def _cluster(name: str, nodes: int = 1, cpus: int = 2, reachable: bool = True) -> ClusterState:
@@ -110,15 +108,7 @@ class Queues(Placed):
 
 
 def _gateway(tmp_path: Path, backends: dict[str, Any], routing: dict[str, Any]) -> Gateway:
-    config = GatewayConfig(
-        home=tmp_path,
-        socket_path=tmp_path / "sock",
-        db_path=tmp_path / "jobs.db",
-        spool_dir=tmp_path / "spool",
-        agents=False,
-        routing=routing,
-    )
-    return Gateway(config, SqliteStore(config.db_path), backends=backends)
+    return make_gateway(tmp_path, backends, routing=routing)
 
 
 async def _cycles(gw: Gateway, n: int = 3) -> None:

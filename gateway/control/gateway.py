@@ -27,6 +27,7 @@ from gateway.control.config import GatewayConfig
 from gateway.control.jobtable import JobTable
 from gateway.control.launcher import Launcher
 from gateway.control.polling import describe_all, poll_all, watch_all
+from gateway.control.reload import reload_jobs
 from gateway.control.routing import router_for
 from gateway.control.site import gres_types_of, test_only_message
 from gateway.control.snapshots import build_snapshot, free_resources
@@ -119,17 +120,13 @@ class Gateway:
     # --- lifecycle ------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Reload unfinished jobs, reconcile running ones, start the scheduling loop."""
+        """Reload unfinished jobs and those within MinJobAge (gateway/control/reload.py),
+        reconcile running ones, start the scheduling loop."""
         self._wake = watch_all(self.caps.values())  # set by a cycle's cause, or a backend
-        for job in await asyncio.to_thread(self.store.active):
+        active, recent = await reload_jobs(self.store, self.clock() - self.config.min_job_age_s)
+        for job in (*active, *recent):
             self.jobs[job.job_id] = job
-        if self.store.unreadable:
-            ids = sorted(self.store.unreadable)
-            log.error(
-                "%d stored job record(s) cannot be read and are not served: %s",
-                len(ids),
-                ",".join(map(str, ids)),
-            )
+        self._finished_at.update((j.job_id, j.end_time or 0.0) for j in recent)
         running = [j for j in self.jobs.values() if j.state.is_active or j.backend_id == HANDING]
         for name, backend in self.backends.items():
             mine = [j for j in running if j.cluster == name]

@@ -106,7 +106,7 @@ class PolicyService:
             check_submit(job, self.state, self.gw.jobs.values())
         if job.hold is not None:
             return job
-        if operator and job.spec.priority is not None:
+        if operator and job.spec.priority:  # sbatch sends no --priority=0 (slurm_opt.c)
             return replace(job, priority=job.spec.priority, fixed_priority=True)
         return replace(job, priority=self.number(job))
 

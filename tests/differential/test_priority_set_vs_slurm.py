@@ -2,12 +2,13 @@
 same commands as root (an operator) and as a user, the same answers and priorities.
 
 What the cluster (Slurm 22.05, priority/basic) did: root's `sbatch --priority=100` pends at
-Priority=100 and keeps it; root's `scontrol update Priority=50` sets 50 silently (rc 0) and a
-later `Nice=10` leaves it at 50; hold and release give it a new number of the count. A
-user's `sbatch --priority=100` is accepted and ignored (the count's number); the user may
-lower their job's priority (rc 1, "Changes to job priority are not persistent, change nice
-instead for job N", and the priority is lowered), not raise it ("Access/permission denied
-for job N"); `Priority=abc` is scontrol's own "Invalid Priority value: abc".
+Priority=100 and keeps it (`--priority=0` is never sent: counted); root's `scontrol update
+Priority=50` sets 50 silently (rc 0) and a later `Nice=10` leaves it at 50; hold and release
+give it a new number of the count. A user's `sbatch --priority=100` is accepted and ignored
+(the count's number); the user may lower their job's priority (rc 1, "Changes to job
+priority are not persistent, change nice instead for job N", and the priority is lowered),
+not raise it ("Access/permission denied for job N"); `Priority=abc` is scontrol's own
+"Invalid Priority value: abc".
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def _session(run: Run) -> list[str]:
     sbatch("P", None, "--priority=100")
     sbatch("Q", None)
     sbatch("T", "tester", "--priority=100")
+    sbatch("Z", None, "--priority=0")  # sbatch sends no 0: counted
     seen.append(priorities())
     step(None, "scontrol", "update", "jobid={Q}", "priority=50")
     step(None, "scontrol", "update", "jobid={Q}", "nice=10")
@@ -95,5 +97,5 @@ def test_a_priority_set_by_an_operator_or_a_user_as_slurmctld(cluster: SlurmStac
         shutil.rmtree(real_dir, ignore_errors=True)
     with running_gateway(SITE, "caldera-prio-set-") as gw:
         ours = _session(lambda a, user: gw.run(a, user=user))
-    assert theirs[0] == "P=100 Q=counted T=counted"  # the cluster as meant
+    assert theirs[0] == "P=100 Q=counted T=counted Z=counted"  # the cluster as meant
     assert ours == theirs

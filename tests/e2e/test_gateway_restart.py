@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from tests.support.gateway_env import CALDERA, Gateway
+from tests.support.gateway_env import CALDERA, Gateway, restart, stop_gateway
 
 
 def _gateway_pid(gw: Gateway) -> int:
@@ -57,3 +57,14 @@ def test_sigkill_of_the_gateway_loses_no_job_and_runs_none_twice(gateway: Gatewa
     ).splitlines()
     assert f"{running}|COMPLETED" in acct
     assert f"{held}|CANCELLED by 0" in acct
+
+
+def test_a_job_that_just_ended_is_still_shown_after_a_restart(gateway: Gateway) -> None:
+    """As after a slurmctld restart (its saved state keeps finished jobs for MinJobAge):
+    `squeue -t all -j N` shows the job that completed before the restart."""
+    job = gateway.sbatch("-o", "/dev/null", "--wrap", "true")
+    assert gateway.wait(job, timeout=60)["state"] == "COMPLETED"
+    stop_gateway(gateway)
+    restart(gateway)
+    shown = gateway.ok(["squeue", "-h", "-t", "all", "-j", str(job), "-o", "%i %T"])
+    assert shown.split() == [str(job), "COMPLETED"]

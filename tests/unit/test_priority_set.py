@@ -84,5 +84,8 @@ def test_sbatch_priority_is_an_operators_only(tmp_path: Path) -> None:
     assert not theirs.fixed_priority
     assert theirs.priority > 1_000_000
     assert policy.number(mine) == 100  # a requeue keeps it (priority_basic.c)
+    zero = policy.admit(replace(job, spec=replace(job.spec, priority=0)), operator=True)
+    assert not zero.fixed_priority  # sbatch never sends --priority=0: the count's number
+    assert zero.priority > 1_000_000
     held = policy.admit(replace(asked, hold=Hold.USER, priority=0), operator=True)
     assert (held.priority, held.fixed_priority) == (0, False)  # sbatch -H: the hold wins

@@ -27,9 +27,16 @@ from tests.integration.test_k8s_bridge_helpers import (
     new_namespace,
     wait_until,
 )
-from tests.support.gateway_env import Gateway, running_gateway
+from tests.support.gateway_env import Gateway
 from tests.support.k8s_env import K8sEnv
-from tests.support.pod_watch import PodHistory, end_running, graceful, watching
+from tests.support.k8s_preempt import (
+    add_qos,
+    node_job,
+    preempt_gateway,
+    reason_of,
+    running_graceful,
+)
+from tests.support.pod_watch import PodHistory, end_running, watching
 
 pytestmark = pytest.mark.k8s
 
@@ -51,52 +58,27 @@ def kube(k8s_env_volcano: K8sEnv) -> KubeClient:
 
 @pytest.fixture(scope="module")
 def gw(k8s_env_volcano: K8sEnv, ns: str) -> Iterator[Gateway]:
-    config = (
-        f"agents = false\ntime_scale = {SCALE}\nkill_wait_s = 1\n"
-        'preempt_type = "preempt/qos"\npreempt_mode = "REQUEUE"\n'
-        "[kubernetes]\n[[kubernetes.cluster]]\n"
-        f'name = "kwok"\nkubeconfig = "{k8s_env_volcano.admin_kubeconfig}"\n'
-        f'volcano = true\nnamespace = "{ns}"\n'
-    )
-    with running_gateway(config, "caldera-e2e-k8s-vp-") as g:
+    with preempt_gateway(k8s_env_volcano, ns, True, SCALE, "caldera-e2e-k8s-vp-") as g:
         for qos, mode in (("low", "cancel"), ("lowrq", "requeue")):
-            g.ok(["sacctmgr", "-i", "add", "qos", qos, f"preemptmode={mode}", f"gracetime={GRACE}"])
-        g.ok(["sacctmgr", "-i", "add", "qos", "high", "preempt=low,lowrq", "priority=100"])
-        g.ok(
-            [
-                "sacctmgr", "-i", "add", "qos", "vip", "flags=Privileged", "preempt=low",
-                f"gracetime={NOTICE}",
-            ]
-        )  # fmt: skip
+            add_qos(g, qos, preemptmode=mode, gracetime=GRACE)
+        add_qos(g, "high", preempt="low,lowrq", priority=100)
+        add_qos(g, "vip", flags="Privileged", preempt="low", gracetime=NOTICE)
         yield g
-
-
-def _job(gw: Gateway, qos: str, nodes: int) -> int:
-    """A job of whole KWOK nodes (8 GPUs each)."""
-    return gw.sbatch(
-        "-p", "k8s", "-N", str(nodes), "--gres=gpu:8", f"--qos={qos}", "--wrap", "srun ./a",
-    )  # fmt: skip
-
-
-def _reason(gw: Gateway, job: int) -> list[str]:
-    return gw.ok(["squeue", "-h", "-j", str(job), "-o", "%T %r"]).split()
 
 
 def _fill(gw: Gateway, kube: KubeClient, ns: str, qos: str) -> tuple[int, int]:
     """A 6-node and a 2-node job of `qos`, running, their pods kept through their grace."""
-    big = _job(gw, qos, 6)
-    small = _job(gw, qos, 2)
-    for job in (big, small):
-        wait_until(f"job {job} running", lambda j=job: _reason(gw, j) == ["RUNNING", "None"])
-        graceful(kube, ns, job)
+    big = node_job(gw, qos, 6)
+    small = node_job(gw, qos, 2)
+    running_graceful(gw, kube, ns, [big, small])
     return big, small
 
 
 def _scenario(gw: Gateway, kube: KubeClient, ns: str, qos: str) -> tuple[int, int, int]:
     """(the 6-node job, the 2-node victim, the preemptor), the preemptor running."""
     big, small = _fill(gw, kube, ns, qos)
-    high = _job(gw, "high", 2)
-    wait_until("the preemptor running", lambda: _reason(gw, high)[0] == "RUNNING", 30)
+    high = node_job(gw, "high", 2)
+    wait_until("the preemptor running", lambda: reason_of(gw, high)[0] == "RUNNING", 30)
     return big, small, high
 
 
@@ -129,7 +111,7 @@ def test_cancel_mode_preempts_the_smaller_job_and_volcano_binds_the_preemptor_af
     acct = gw.ok(["sacct", "-j", f"{small},{high}", "-X", "-P", "-n", "-o", "JobID,State"])
     assert acct.split() == [f"{small}|PREEMPTED", f"{high}|COMPLETED"]
     assert "ExitCode=0:15" in gw.ok(["scontrol", "show", "job", str(small)])  # SIGTERM's
-    assert _reason(gw, big) == ["RUNNING", "None"]
+    assert reason_of(gw, big) == ["RUNNING", "None"]
     gw.ok(["scancel", str(big)])
     assert_nothing_left(kube, ns)
 
@@ -139,9 +121,9 @@ def test_requeue_mode_runs_the_victim_again_after_the_preemptor_never_twice(
 ) -> None:
     with watching(kube, ns) as pods:
         big, small, high = _scenario(gw, kube, ns, "lowrq")
-        wait_until("the victim requeued", lambda: _reason(gw, small) == ["PENDING", "BeginTime"])
+        wait_until("the victim requeued", lambda: reason_of(gw, small) == ["PENDING", "BeginTime"])
         end_running(kube, ns, f"caldera-{high}-0")
-        wait_until("the victim's second run", lambda: _reason(gw, small)[0] == "RUNNING", 30)
+        wait_until("the victim's second run", lambda: reason_of(gw, small)[0] == "RUNNING", 30)
         end_running(kube, ns, f"caldera-{small}-r1-0")
         assert gw.wait(small)["state"] == "COMPLETED"
     _check(gw, pods, big, small, high)
@@ -157,13 +139,13 @@ def test_a_privileged_job_in_volcanos_queue_marks_its_victim_will_evict_first(
 ) -> None:
     with watching(kube, ns) as pods:
         big, small = _fill(gw, kube, ns, "low")
-        vip = _job(gw, "vip", 2)
-        wait_until("the victim marked", lambda: _reason(gw, small) == ["RUNNING", "WillEvict"])
+        vip = node_job(gw, "vip", 2)
+        wait_until("the victim marked", lambda: reason_of(gw, small) == ["RUNNING", "WillEvict"])
         marked_at = time.time()
         assert "Reason=WillEvict" in gw.ok(["scontrol", "show", "job", str(small)])
-        assert _reason(gw, big) == ["RUNNING", "None"]
-        assert _reason(gw, vip) == ["PENDING", "Resources"]
-        wait_until("the vip running", lambda: _reason(gw, vip)[0] == "RUNNING", 30)
+        assert reason_of(gw, big) == ["RUNNING", "None"]
+        assert reason_of(gw, vip) == ["PENDING", "Resources"]
+        wait_until("the vip running", lambda: reason_of(gw, vip)[0] == "RUNNING", 30)
         assert gw.wait(small, ("PREEMPTED",), timeout=10)["state"] == "PREEMPTED"
         end_running(kube, ns, f"caldera-{vip}-0")
         assert gw.wait(vip)["state"] == "COMPLETED"

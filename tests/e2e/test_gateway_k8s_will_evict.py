@@ -31,9 +31,16 @@ from tests.integration.test_k8s_bridge_helpers import (
     new_namespace,
     wait_until,
 )
-from tests.support.gateway_env import Gateway, restart, running_gateway
+from tests.support.gateway_env import Gateway, restart
 from tests.support.k8s_env import K8sEnv
-from tests.support.pod_watch import PodHistory, end_running, graceful, watching
+from tests.support.k8s_preempt import (
+    add_qos,
+    node_job,
+    preempt_gateway,
+    reason_of,
+    running_graceful,
+)
+from tests.support.pod_watch import PodHistory, end_running, watching
 
 pytestmark = pytest.mark.k8s
 
@@ -56,45 +63,19 @@ def kube(k8s_env: K8sEnv) -> KubeClient:
 
 @pytest.fixture(scope="module")
 def gw(k8s_env: K8sEnv, ns: str) -> Iterator[Gateway]:
-    config = (
-        f"agents = false\ntime_scale = {SCALE}\nkill_wait_s = 1\n"
-        'preempt_type = "preempt/qos"\npreempt_mode = "REQUEUE"\n'
-        "[kubernetes]\n[[kubernetes.cluster]]\n"
-        f'name = "kwok"\nkubeconfig = "{k8s_env.admin_kubeconfig}"\n'
-        f'volcano = false\nnamespace = "{ns}"\n'
-    )
-    with running_gateway(config, "caldera-e2e-k8s-we-") as g:
+    with preempt_gateway(k8s_env, ns, False, SCALE, "caldera-e2e-k8s-we-") as g:
         for qos, mode in (("low", "cancel"), ("lowrq", "requeue")):
-            g.ok(["sacctmgr", "-i", "add", "qos", qos, f"preemptmode={mode}", f"gracetime={GRACE}"])
-        g.ok(["sacctmgr", "-i", "add", "qos", "lowlong", "preemptmode=cancel", f"gracetime={LONG}"])
-        g.ok(["sacctmgr", "-i", "add", "qos", "high", "preempt=lowlong", "priority=100"])
-        g.ok(
-            [
-                "sacctmgr", "-i", "add", "qos", "vip", "flags=Privileged", "preempt=low,lowrq",
-                f"gracetime={NOTICE}",
-            ]
-        )  # fmt: skip
+            add_qos(g, qos, preemptmode=mode, gracetime=GRACE)
+        add_qos(g, "lowlong", preemptmode="cancel", gracetime=LONG)
+        add_qos(g, "high", preempt="lowlong", priority=100)
+        add_qos(g, "vip", flags="Privileged", preempt="low,lowrq", gracetime=NOTICE)
         yield g
-
-
-def _job(gw: Gateway, qos: str, nodes: int, *extra: str) -> int:
-    """A job of whole KWOK nodes (8 GPUs each)."""
-    return gw.sbatch(
-        "-p", "k8s", "-N", str(nodes), "--gres=gpu:8", f"--qos={qos}", *extra,
-        "--wrap", "srun ./solver",
-    )  # fmt: skip
-
-
-def _reason(gw: Gateway, job: int) -> list[str]:
-    return gw.ok(["squeue", "-h", "-j", str(job), "-o", "%T %r"]).split()
 
 
 def _fill(gw: Gateway, kube: KubeClient, ns: str, qos: str = "low") -> list[int]:
     """4 + 2 + 1 + 1 nodes of `low` jobs, running, their pods kept through their grace."""
-    jobs = [_job(gw, qos, n) for n in (4, 2, 1, 1)]
-    for job in jobs:
-        wait_until(f"job {job} running", lambda j=job: _reason(gw, j) == ["RUNNING", "None"])
-        graceful(kube, ns, job)
+    jobs = [node_job(gw, qos, n) for n in (4, 2, 1, 1)]
+    running_graceful(gw, kube, ns, jobs)
     return jobs
 
 
@@ -107,15 +88,15 @@ def test_the_fewest_victims_run_out_their_notice_then_the_vip_is_bound_where_the
 ) -> None:
     with watching(kube, ns) as pods:
         big, two, one, last = _fill(gw, kube, ns)
-        vip = _job(gw, "vip", 2)
-        wait_until("the 2-node job marked", lambda: _reason(gw, two) == ["RUNNING", "WillEvict"])
+        vip = node_job(gw, "vip", 2)
+        wait_until("the 2-node job marked", lambda: reason_of(gw, two) == ["RUNNING", "WillEvict"])
         marked_at = time.time()
         assert "Reason=WillEvict" in gw.ok(["scontrol", "show", "job", str(two)])
         for other in (big, one, last):
-            assert _reason(gw, other) == ["RUNNING", "None"]
-        assert _reason(gw, vip) == ["PENDING", "Resources"]
+            assert reason_of(gw, other) == ["RUNNING", "None"]
+        assert reason_of(gw, vip) == ["PENDING", "Resources"]
 
-        wait_until("the vip running", lambda: _reason(gw, vip)[0] == "RUNNING", 30)
+        wait_until("the vip running", lambda: reason_of(gw, vip)[0] == "RUNNING", 30)
         assert gw.wait(two, ("PREEMPTED",), timeout=10)["state"] == "PREEMPTED"
         end_running(kube, ns, f"caldera-{vip}-0")
         assert gw.wait(vip)["state"] == "COMPLETED"
@@ -155,13 +136,13 @@ def test_cancelling_the_vip_withdraws_the_mark_and_nothing_is_deleted(
     with watching(kube, ns) as pods:
         jobs = _fill(gw, kube, ns)
         two = jobs[1]
-        vip = _job(gw, "vip", 2)
-        wait_until("the 2-node job marked", lambda: _reason(gw, two) == ["RUNNING", "WillEvict"])
+        vip = node_job(gw, "vip", 2)
+        wait_until("the 2-node job marked", lambda: reason_of(gw, two) == ["RUNNING", "WillEvict"])
         gw.ok(["scancel", str(vip)])
-        wait_until("the mark withdrawn", lambda: _reason(gw, two) == ["RUNNING", "None"])
+        wait_until("the mark withdrawn", lambda: reason_of(gw, two) == ["RUNNING", "None"])
         time.sleep(NOTICE * SCALE + 1)  # past the notice: still nothing deleted
         assert all(pods.first_deletion(j) is None for j in jobs)
-    assert all(_reason(gw, j) == ["RUNNING", "None"] for j in jobs)
+    assert all(reason_of(gw, j) == ["RUNNING", "None"] for j in jobs)
     withdrawn = [d for k, _, d in _events(gw, two) if k == "will-evict-withdrawn"]
     assert [(d["by"], d["why"]) for d in withdrawn] == [(vip, "ended")]
     assert "preempt" not in _kinds(gw, two)
@@ -174,13 +155,13 @@ def test_a_requeued_victim_runs_again_only_once_its_first_pods_are_gone(
 ) -> None:
     with watching(kube, ns) as pods:
         big, two, one, last = _fill(gw, kube, ns, qos="lowrq")
-        vip = _job(gw, "vip", 2)
-        wait_until("the 2-node job marked", lambda: _reason(gw, two) == ["RUNNING", "WillEvict"])
+        vip = node_job(gw, "vip", 2)
+        wait_until("the 2-node job marked", lambda: reason_of(gw, two) == ["RUNNING", "WillEvict"])
         marked_at = time.time()
-        wait_until("the vip running", lambda: _reason(gw, vip)[0] == "RUNNING", 30)
-        assert _reason(gw, two) == ["PENDING", "BeginTime"]
+        wait_until("the vip running", lambda: reason_of(gw, vip)[0] == "RUNNING", 30)
+        assert reason_of(gw, two) == ["PENDING", "BeginTime"]
         end_running(kube, ns, f"caldera-{vip}-0")  # its nodes free again: the victim's next run
-        wait_until("the victim's second run", lambda: _reason(gw, two)[0] == "RUNNING", 30)
+        wait_until("the victim's second run", lambda: reason_of(gw, two)[0] == "RUNNING", 30)
         end_running(kube, ns, f"caldera-{two}-r1-0")
         assert gw.wait(two)["state"] == "COMPLETED"
     _check_preempted(gw, pods, two, vip, marked_at)
@@ -195,19 +176,17 @@ def test_a_gateway_restart_inside_the_grace_keeps_the_grace_running(
     gw: Gateway, kube: KubeClient, ns: str
 ) -> None:
     with watching(kube, ns) as pods:
-        big = _job(gw, "lowlong", 6)
-        small = _job(gw, "lowlong", 2)
-        for job in (big, small):
-            wait_until(f"job {job} running", lambda j=job: _reason(gw, j) == ["RUNNING", "None"])
-            graceful(kube, ns, job)
-        high = _job(gw, "high", 2)
+        big = node_job(gw, "lowlong", 6)
+        small = node_job(gw, "lowlong", 2)
+        running_graceful(gw, kube, ns, [big, small])
+        high = node_job(gw, "high", 2)
         wait_until("the victim's pods deleted", lambda: pods.first_deletion(small) is not None)
         time.sleep(1.0)  # 1 s of the 6 s grace
         os.kill(_gateway_pid(gw), signal.SIGKILL)
         wait_until("the gateway gone", lambda: not _alive(gw), 10)
         restart(gw)
         restarted = time.time()
-        wait_until("the preemptor running", lambda: _reason(gw, high)[0] == "RUNNING", 30)
+        wait_until("the preemptor running", lambda: reason_of(gw, high)[0] == "RUNNING", 30)
         end_running(kube, ns, f"caldera-{high}-0")
         assert gw.wait(high)["state"] == "COMPLETED"
     assert gw.wait(small, ("PREEMPTED",), timeout=10)["state"] == "PREEMPTED"

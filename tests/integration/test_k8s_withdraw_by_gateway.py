@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import pytest
 
@@ -22,7 +22,7 @@ from gateway.model.backend import BackendError, EventKind, Launch
 from gateway.model.job import RankPlacement
 from gateway.model.state import JobState
 from k8s_bridge.backend import KubernetesBackend
-from k8s_bridge.kube import PODS, KubeClient, KubeError
+from k8s_bridge.kube import PODS, KubeClient
 from k8s_bridge.options import GangMode, K8sOptions
 from tests.integration.test_k8s_bridge_helpers import (
     Events,
@@ -37,44 +37,9 @@ from tests.integration.test_k8s_bridge_helpers import (
 )
 from tests.integration.test_k8s_withdraw import occupy
 from tests.support.k8s_env import K8sEnv
+from tests.support.pod_watch import PodHistory, watching
 
 pytestmark = pytest.mark.k8s
-
-
-@dataclass
-class PodHistory:
-    """Every (job, rank, node, phase) a watch of the namespace's pods saw."""
-
-    seen: list[tuple[int, int, str, str]] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def bound_ranks(self, job_id: int) -> set[int]:
-        return {r for j, r, node, _ in self.seen if j == job_id and node}
-
-
-def _record(kube: KubeClient, ns: str, history: PodHistory, ready: threading.Event) -> None:
-    _, version = kube.list(PODS, ns)
-    ready.set()
-    while not history.stop.is_set():
-        try:
-            for event in kube.watch(PODS, ns, version, timeout_s=5):
-                obj = event.get("object") or {}
-                meta = obj.get("metadata") or {}
-                version = str(meta.get("resourceVersion") or version)
-                labels = meta.get("labels") or {}
-                if "caldera.io/job-id" in labels:
-                    history.seen.append(
-                        (
-                            int(labels["caldera.io/job-id"]),
-                            int(labels.get("caldera.io/rank", "-1")),
-                            str((obj.get("spec") or {}).get("nodeName") or ""),
-                            str((obj.get("status") or {}).get("phase") or ""),
-                        )
-                    )
-                if history.stop.is_set():
-                    return
-        except KubeError:
-            time.sleep(0.1)
 
 
 @pytest.fixture
@@ -82,14 +47,8 @@ def watched(k8s_env_volcano: K8sEnv) -> Iterator[tuple[str, KubeClient, PodHisto
     """A namespace, the tests' client and the history of its pods (a watch from the start)."""
     for ns in new_namespace(k8s_env_volcano, "gwwd"):
         kube = admin_client(k8s_env_volcano)
-        history = PodHistory()
-        ready = threading.Event()
-        thread = threading.Thread(target=_record, args=(kube, ns, history, ready), daemon=True)
-        thread.start()
-        ready.wait(10)
-        yield ns, kube, history
-        history.stop.set()
-        thread.join(10)
+        with watching(kube, ns) as history:
+            yield ns, kube, history
 
 
 def _placed(launch: Launch, *nodes: str) -> Launch:

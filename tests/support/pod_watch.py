@@ -30,6 +30,7 @@ class PodChange:
     name: str
     job: int
     attempt: int
+    rank: int
     node: str  # "" while unbound
     phase: str
     grace: int | None  # deletionGracePeriodSeconds once it is being deleted
@@ -78,6 +79,10 @@ class PodHistory:
     def nodes(self, job: int, attempt: int = 0) -> set[str]:
         return {c.node for c in self.of(job, attempt) if c.node}
 
+    def bound_ranks(self, job: int) -> set[int]:
+        """The ranks of the job (any run) seen on a node."""
+        return {c.rank for c in self.of(job) if c.node}
+
 
 def _record(kube: KubeClient, ns: str, history: PodHistory, ready: threading.Event) -> None:
     _, version = kube.list(PODS, ns)
@@ -98,6 +103,7 @@ def _record(kube: KubeClient, ns: str, history: PodHistory, ready: threading.Eve
                             name=str(meta.get("name")),
                             job=int(labels["caldera.io/job-id"]),
                             attempt=int(labels.get("caldera.io/attempt", "0")),
+                            rank=int(labels.get("caldera.io/rank", "-1")),
                             node=str((obj.get("spec") or {}).get("nodeName") or ""),
                             phase=str((obj.get("status") or {}).get("phase") or ""),
                             grace=None if grace is None else int(grace),

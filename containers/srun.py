@@ -32,13 +32,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+from containers.multi_prog import MultiProgError, multi_prog
 from containers.srun_io import (
     KILL_WAIT_VAR,
-    MultiProgError,
     allocate_step,
     describe_failures,
     kill_on_bad_exit,
-    multi_prog,
     record_step,
     relay,
     srun_status,

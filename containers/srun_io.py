@@ -1,6 +1,6 @@
 """What a step of the local backend reads and writes: its record in the job's spool (for
-sacct), per-task output names (`-o out-%t`), `--multi-prog` files, labelled output, and
-srun's lines about failed tasks.
+sacct), per-task output names (`-o out-%t`), labelled output, and srun's lines about failed
+tasks (`--multi-prog` files: containers/multi_prog.py).
 
 srun runs as the job's user: everything here touches only the user's own files.
 """
@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import re
-import shlex
 import signal
 import threading
 from collections.abc import Mapping
@@ -25,7 +24,6 @@ __all__ = [
     "allocate_step",
     "describe_failures",
     "kill_on_bad_exit",
-    "multi_prog",
     "record_step",
     "relay",
     "srun_status",
@@ -45,10 +43,6 @@ _SIGNAL_NAMES = {
     signal.SIGINT: "Interrupt",
     signal.SIGBUS: "Bus error",
 }
-
-
-class MultiProgError(Exception):
-    """A --multi-prog file srun cannot use."""
 
 
 def allocate_step(step_dir: Path | None) -> tuple[int, Path | None]:
@@ -153,47 +147,6 @@ def task_file(
     return re.sub(
         r"%(\d*)([tnNjsJu%])", lambda m: values[m.group(2)].zfill(int(m.group(1) or 0)), pattern
     )
-
-
-def multi_prog(path: str, ntasks: int) -> list[list[str]]:
-    """--multi-prog's file: `RANKS PROGRAM ARGS...` lines (`0`, `1-3,5`, `*`), with %t (the
-    task) and %o (its offset within the line's ranks) replaced; the first line naming a
-    task wins."""
-    commands: list[list[str] | None] = [None] * ntasks
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            lines = fh.readlines()
-    except OSError as exc:
-        raise MultiProgError(f"{path}: {exc.strerror}") from exc
-    for number, raw in enumerate(lines, 1):
-        try:
-            words = shlex.split(raw, comments=True)
-        except ValueError as exc:
-            raise MultiProgError(f"{path}: line {number}: {exc}") from exc
-        if not words:
-            continue
-        if len(words) < 2:
-            raise MultiProgError(f"{path}: line {number}: no program for tasks {words[0]}")
-        ranks = range(ntasks) if words[0] == "*" else _rank_list(words[0], path, number)
-        for offset, rank in enumerate(ranks):
-            if rank < ntasks and commands[rank] is None:
-                commands[rank] = [
-                    w.replace("%t", str(rank)).replace("%o", str(offset)) for w in words[1:]
-                ]
-    missing = [str(r) for r, c in enumerate(commands) if c is None]
-    if missing:
-        raise MultiProgError(f"{path}: no program for task(s) {','.join(missing)}")
-    return [c for c in commands if c is not None]
-
-
-def _rank_list(text: str, path: str, number: int) -> list[int]:
-    ranks: list[int] = []
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        if not low.isdigit() or (high and not high.isdigit()):
-            raise MultiProgError(f"{path}: line {number}: invalid task range {text}")
-        ranks.extend(range(int(low), int(high or low) + 1))
-    return ranks
 
 
 def describe_failures(node: str, statuses: Mapping[int, int]) -> list[str]:

@@ -1,6 +1,7 @@
 """What a gang's pods need for srun/mpirun across ranks (pure; render.py and objects.py use it).
 
-- The launcher (pod_launcher.py, pod_launch_plan.py, pod_wire.py: standard library only)
+- The launcher (pod_launcher.py, pod_launch_plan.py, pod_wire.py and the local runner's
+  containers/multi_prog.py: standard library only)
   lives in one ConfigMap per namespace, `<prefix>-launcher`, not in each job's root: it is
   ~30 KB, and a copy per job would add gigabytes to etcd in a flood of 100,000 jobs.
   objects.py creates it (or brings its content up to date) before the first gang; pods
@@ -52,6 +53,7 @@ SOURCES = {
     "launcher": (_HERE / "pod_launcher.py").read_text(),
     "launch-plan": (_HERE / "pod_launch_plan.py").read_text(),
     "launch-wire": (_HERE / "pod_wire.py").read_text(),
+    "multi-prog": (_HERE.parent / "containers" / "multi_prog.py").read_text(),
 }
 # Ranks > 0: the agent when the image has python3, else the old wait (an image without
 # python3 runs the batch script on rank 0 as before, only srun cannot reach the ranks).
@@ -101,6 +103,7 @@ def launcher_volume(prefix: str) -> Manifest:
                 {"key": "launcher", "path": "bin/srun", "mode": 0o555},
                 {"key": "launch-plan", "path": "lib/k8s_bridge/pod_launch_plan.py"},
                 {"key": "launch-wire", "path": "lib/k8s_bridge/pod_wire.py"},
+                {"key": "multi-prog", "path": "lib/containers/multi_prog.py"},
             ],
         },
     }

@@ -57,7 +57,7 @@ _OPTIONS: dict[str, tuple[str, int]] = {
     )
 }
 _SHORT = {short: name for name, (short, _) in _OPTIONS.items() if short}
-UNSUPPORTED = ("output", "error", "input", "multi-prog")  # per-task files: not on Kubernetes
+UNSUPPORTED = ("output", "error", "input")  # per-task files: not on Kubernetes
 
 
 class SrunExit(Exception):

@@ -42,6 +42,7 @@ from typing import Any, BinaryIO
 
 if os.path.isdir("/caldera/launch/lib/k8s_bridge"):  # in a pod: the modules beside us
     sys.path.insert(0, "/caldera/launch/lib")
+from containers.multi_prog import MultiProgError, multi_prog
 from k8s_bridge.pod_launch_plan import (
     UNSUPPORTED,
     SrunExit,
@@ -389,6 +390,10 @@ def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
             ranks_node.append(node)
     statuses = [0] * ntasks
     kill_on_bad = "kill-on-bad-exit" in opts and opts["kill-on-bad-exit"] != "0"
+    try:
+        programs = multi_prog(command[0], ntasks) if "multi-prog" in opts else None
+    except MultiProgError as exc:
+        raise SrunExit([f"srun: error: {exc}"]) from None
 
     def one(rank: int) -> None:
         task_environ = task_env(
@@ -401,7 +406,8 @@ def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
             opts=opts,
         )
         try:
-            statuses[rank] = tasks[rank].run(command, task_environ, cwd, out, rank)
+            argv = command if programs is None else programs[rank]
+            statuses[rank] = tasks[rank].run(argv, task_environ, cwd, out, rank)
         except (OSError, ProtocolError, EOFError, ValueError) as exc:
             out.write(rank, 2, f"srun: error: task {rank} launch failed: {exc}\n".encode())
             statuses[rank] = 1 << 8

@@ -337,6 +337,29 @@ def test_srun_refuses_as_slurm_does(agent: int, tmp_path: Path) -> None:
     )
 
 
+def test_srun_multi_prog_runs_each_ranks_program_across_the_pods(
+    agent: int, tmp_path: Path
+) -> None:
+    """The local runner's --multi-prog rules (containers/multi_prog.py), ranks on the remote
+    pod through its agent; a file srun cannot use stops it before any task."""
+    conf = tmp_path / "mp.conf"
+    conf.write_text("0,2 echo first %t %o\n# a comment\n* sh -c 'echo rest $SLURMD_NODENAME'\n")
+    done = _srun(tmp_path, agent, "-l", "-n", "4", "--multi-prog", str(conf))
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.splitlines()) == [
+        "0: first 0 0",
+        "1: rest caldera-42-0",
+        "2: first 2 1",
+        "3: rest caldera-42-1",
+    ]
+    conf.write_text("0 true\n")
+    bad = _srun(tmp_path, agent, "-n", "2", "--multi-prog", str(conf))
+    assert (bad.returncode, bad.stderr) == (
+        1,
+        f"srun: error: {conf}: no program for task(s) 1\n",
+    )
+
+
 # --- what the backend gives the pods (k8s_bridge/launch.py, render.py) ---------------
 
 
@@ -418,7 +441,7 @@ def test_the_shipped_files_need_only_the_standard_library(tmp_path: Path) -> Non
         [sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['k8s_bridge']"
+    assert done.stdout.strip() == "['containers', 'k8s_bridge']"  # the shipped modules
     assert "k8s_bridge.pod_launch_plan" in data["launcher"]
     assert "k8s_bridge.pod_wire" in data["launcher"]
 

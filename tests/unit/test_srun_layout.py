@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from containers.srun_io import multi_prog, task_file
+from containers.multi_prog import multi_prog
+from containers.srun_io import task_file
 from containers.srun_layout import SrunExit, plan_step
 from gateway.cli.salloc_cmd import split_command
 

@@ -45,6 +45,7 @@ from containers.srun_io import (
     task_file,
 )
 from containers.srun_layout import SrunExit, Step, plan_step
+from containers.srun_revoke import ALLOCATION_VAR, RevocationWatch
 from containers.srun_spawn import Spawned
 from gateway.compat.job_env import TaskIds, task_environment
 from gateway.model.job import wait_status
@@ -213,7 +214,11 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
 
         for sig in _FORWARDED:
             signal.signal(sig, forward)
+        watch = _watch_allocation(step, step_id, procs, env)
         statuses, reported, told = _wait_tasks(step, step_id, procs, env)
+        revoked = watch is not None and watch.revoked
+        if watch is not None:
+            watch.stop()
         deadline = time.monotonic() + 5  # a task's children may hold its pipes open
         for t in pumps:
             t.join(timeout=max(deadline - time.monotonic(), 0))
@@ -231,8 +236,10 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
             sys.stderr.write(line + "\n")
     # a task ended by SIGTERM or SIGKILL that srun did not pass on (slurmctld ending the
     # whole job tells srun first, and it then says nothing)
-    if not forwarded and any(
-        s & 0x7F in (signal.SIGTERM, signal.SIGKILL) for s in statuses.values()
+    if (
+        not forwarded
+        and not revoked
+        and any(s & 0x7F in (signal.SIGTERM, signal.SIGKILL) for s in statuses.values())
     ):
         sys.stderr.write(f"srun: Force Terminated StepId={_step_ident(env, step_id)}\n")
     sys.stderr.flush()
@@ -246,6 +253,22 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
     base_record.update(end_time=time.time(), exit_code=status, state=state.long)
     record_step(record, base_record)
     return srun_status(statuses)
+
+
+def _watch_allocation(
+    step: Step, step_id: int, procs: Sequence[_Task], env: dict[str, str]
+) -> RevocationWatch | None:
+    """In salloc's allocation (not a batch job's): end the step if the job is revoked."""
+    job_id = env.get("SLURM_JOB_ID", "")
+    if not job_id or env.get(ALLOCATION_VAR) != job_id:  # (a batch job inherits the name)
+        return None
+    return RevocationWatch(
+        job_id,
+        _step_ident(env, step_id),
+        step.nodes[0],
+        float(env.get(KILL_WAIT_VAR, "30")),
+        lambda grace: _terminate(procs, grace),
+    ).start()
 
 
 def _step_ident(env: dict[str, str], step_id: int) -> str:

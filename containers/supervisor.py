@@ -366,7 +366,17 @@ class Supervisor:
 
     def _close_steps(self, end: float) -> list[Step]:
         """srun steps still RUNNING when the job ended were killed with it. The verdict goes
-        into the supervisor's own `closed_steps.json` (never into the user's `steps/`)."""
+        into the supervisor's own `closed_steps.json` (never into the user's `steps/`).
+        An allocation's steps run outside the job, in salloc's session: their srun ends them
+        when it sees the allocation revoked (containers/srun_revoke.py), so they get
+        KillWait and a poll to record their own end first."""
+        if not self.plan.batch:
+            deadline = time.monotonic() + self.plan.kill_wait_s + 2
+            while time.monotonic() < deadline and any(
+                s.state is JobState.RUNNING and s.step_id != "batch"
+                for s in read_steps(self.dir, self.plan.job_id, self.plan.uid)
+            ):
+                time.sleep(0.2)
         steps: list[Step] = []
         closed: dict[str, object] = {}
         for step in read_steps(self.dir, self.plan.job_id, self.plan.uid):

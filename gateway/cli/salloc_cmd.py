@@ -29,7 +29,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from containers.srun_io import KILL_WAIT_VAR
 from containers.srun_layout import SrunExit, parse
+from containers.srun_revoke import ALLOCATION_VAR, revocation
 
 __all__ = ["main", "run_allocation", "split_command", "srun_outside_a_job"]
 
@@ -63,6 +65,7 @@ _KEPT = {
     "SLURM_JOB_GPUS",
     "CUDA_VISIBLE_DEVICES",
     "CALDERA_STEP_DIR",  # steps run from the command are recorded for sacct
+    KILL_WAIT_VAR,  # how long srun waits before SIGKILL when the allocation is revoked
 }
 # srun options that are also the allocation's (sbatch reads them): the rest are the step's
 _ALLOCATION_OPTIONS = {
@@ -225,27 +228,29 @@ def _watch(
     while True:
         try:
             proc.wait(timeout=0.2)
-            break
+            ended = True
         except subprocess.TimeoutExpired:
-            pass
-        if revoked:
-            continue
-        if sig.caught:
-            _cancel(job_id)
-            next_look = 0.0
-        if time.monotonic() >= next_look:
-            next_look = time.monotonic() + 0.5
-            state = _state(job_id)
-            if state not in _ALIVE:
-                revoked = True
-                if state == "TIMEOUT":
-                    say(
-                        f"Job {job_id} has exceeded its time limit and its allocation has been "
-                        "revoked."
-                    )
-                else:
-                    say(f"Job allocation {job_id} has been revoked.")
-    return revoked
+            ended = False
+        if not revoked:
+            if sig.caught:
+                _cancel(job_id)
+                next_look = 0.0
+            # once the command ended, a last look: its srun may have ended a step because
+            # the allocation was revoked before salloc's next look
+            if ended or time.monotonic() >= next_look:
+                next_look = time.monotonic() + 0.5
+                state = revocation(job_id)
+                if state:
+                    revoked = True
+                    if state == "TIMEOUT":
+                        say(
+                            f"Job {job_id} has exceeded its time limit and its allocation "
+                            "has been revoked."
+                        )
+                    else:
+                        say(f"Job allocation {job_id} has been revoked.")
+        if ended:
+            return revoked
 
 
 def _exit_code(status: int, step: bool) -> int:
@@ -293,6 +298,7 @@ def run_allocation(
             return 1
         pairs = (item.partition("=") for item in env_file.read_text().split("\0") if item)
         env = {**os.environ, **{k: v for k, _, v in pairs if k in _KEPT}}
+        env[ALLOCATION_VAR] = job_id  # srun watches this allocation (not a batch job's)
         proc = _spawn(command, env, prog)
         revoked = False
         if proc is None:

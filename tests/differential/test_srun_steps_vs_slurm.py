@@ -43,6 +43,7 @@ echo "== noargs"; srun; echo "rc=$?"
 """
 
 SITE = """
+kill_wait_s = 5  # the test cluster's KillWait
 [[nodes]]
 name = "node01"
 cpus = 2
@@ -237,3 +238,53 @@ def test_salloc_and_srun_outside_a_job_allocate_run_and_release_as_slurm(
     assert "SLURM_JOB_CPUS_PER_NODE=2,1" in theirs[0][0]  # the cluster was free, as meant
     assert ours[0] == theirs[0]
     assert ours[1] == theirs[1]  # "CANCELLED by 0": both sides run as root
+
+
+# a step running when its salloc allocation is cancelled: srun ends it as slurmstepd does
+_REVOKED = (
+    "salloc", "-p", "real", "-N", "2", "-n", "2", "bash", "-c",
+    'srun sleep 30 & sleep 3; scancel $SLURM_JOB_ID; wait $!; echo "srun rc=$?"',
+)  # fmt: skip
+
+
+def _revoked_session(run: object) -> tuple[list[str], list[str]]:
+    """What salloc and its srun printed (stderr sorted: srun and slurmstepd write in any
+    order; ids and the stamp masked), then sacct's rows of the job and its step."""
+    done = run(list(_REVOKED))  # type: ignore[operator]
+    job = re.search(r"Granted job allocation (\d+)", done.stderr)
+    assert job, done.stderr
+    err = re.sub(rf"(allocation |STEP ){job.group(1)}\b", r"\1J", done.stderr)
+    err = re.sub(r"CANCELLED AT \S+", "CANCELLED AT T", err)
+    acct = ["sacct", "-n", "-P", "-j", job.group(1), "-o", "JobID,JobName,State,ExitCode"]
+    rows: list[str] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # slurmdbd writes the step's end a little later
+        time.sleep(1)
+        text = run(acct).stdout  # type: ignore[operator]
+        rows = re.sub(rf"^{job.group(1)}(?=[|.])", "J", text, flags=re.MULTILINE).splitlines()
+        if len(rows) == 2 and "|allocation|" not in rows[0]:
+            break
+    return [done.stdout, str(done.returncode), *sorted(err.splitlines())], rows
+
+
+def test_a_step_in_a_revoked_allocation_ends_as_slurm_ends_it(
+    cluster: SlurmStack, two_nodes: Gateway
+) -> None:
+    """Seen on the test cluster (22.05, KillWait 5): `Job allocation J has been revoked.`,
+    `srun: Job step aborted: Waiting up to 7 seconds for job step to finish.`, the step's
+    first node's `*** STEP J.0 ON node01 CANCELLED AT ... ***`, `task N: Terminated` per
+    node; srun exits 143, salloc 0; sacct: the job CANCELLED by 0, its step CANCELLED 0:15.
+    Caldera's steps under salloc run outside any job's processes, so srun itself watches."""
+    real_dir = Path(tempfile.mkdtemp(prefix="salloc-revoked-", dir="/tmp"))
+    try:
+        theirs = _revoked_session(
+            lambda a: subprocess.run(
+                a, env=slurm_env(), cwd=real_dir, capture_output=True, text=True, timeout=120
+            )
+        )
+    finally:
+        shutil.rmtree(real_dir, ignore_errors=True)
+    ours = _revoked_session(lambda a: two_nodes.run(a))
+    assert theirs[0][:2] == ["srun rc=143\n", "0"]  # the cluster as meant
+    assert theirs[1] == ["J|interactive|CANCELLED by 0|0:0", "J.0|sleep|CANCELLED|0:15"]
+    assert ours == theirs

@@ -1,7 +1,9 @@
 """What a starting gateway takes back from its store: every unfinished job, and the jobs
 that finished within MinJobAge. slurmctld saves finished jobs with its state until they
 age out, so after its restart `squeue -t all`, `squeue -j N` and `scontrol show job N`
-still show a job that just ended; so does Caldera after its own."""
+still show a job that just ended (seen on the burst test cluster, MinJobAge 300: a job
+COMPLETED before slurmctld was stopped and started again was still listed); so does
+Caldera after its own."""
 
 from __future__ import annotations
 

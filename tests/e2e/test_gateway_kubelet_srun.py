@@ -4,8 +4,9 @@ A 2-node job (2 tasks per node) in the MPI image (python3 + Open MPI,
 testenv/kubelet/build_mpi_image.py): rank 0 runs the script; `srun` there is the launcher's
 (k8s_bridge/pod_launcher.py), which reaches rank 1's agent on the other node with the job's
 token; Open MPI's mpirun sees SLURM_JOB_ID and starts its orted on rank 1 through that srun
-(plm slurm), as under Slurm. One job per gang mode covers everything (Caldera's binder,
-Volcano with a PodGroup, a Volcano Job), to keep the kubelet suite short.
+(plm slurm), as under Slurm; `srun --multi-prog` runs each rank's program. One job per gang
+mode covers everything (Caldera's binder, Volcano with a PodGroup, a Volcano Job), to keep
+the kubelet suite short.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ mpirun --map-by node -n 2 sh -c 'echo MPI $OMPI_COMM_WORLD_RANK $(hostname)'
 echo "MPI_RC=$?"
 echo "== token"
 stat -L -c '%a %u %g' /caldera/job/token
+echo "== multi-prog"
+cat > mp.conf <<'END'
+0,2 echo first %t %o
+* sh -c 'echo rest $SLURM_PROCID $(hostname)'
+END
+srun --multi-prog mp.conf
 """
 
 
@@ -138,4 +145,11 @@ def test_srun_and_mpirun_reach_every_rank_across_both_nodes(
     # the job's token: 0400 + fsGroup, i.e. readable by the job's group only
     gid = pwd.getpwnam("tester").pw_gid
     assert _section(output, "token") == [f"440 0 {gid}"], output
+    # --multi-prog: each rank's program from the file, the remote ranks through their agent
+    assert sorted(_section(output, "multi-prog")) == [
+        "first 0 0",
+        "first 2 1",
+        f"rest 1 {pod0}",
+        f"rest 3 {pod1}",
+    ], output
     assert_nothing_left(kube, ns)

@@ -46,7 +46,7 @@ from containers.runner import (
 from containers.spool import LOG_ONLY, JobPlan, JobResult, read_json, step_to_json, write_json
 from containers.steprecords import BATCH_STEP, CLOSED_STEPS, read_steps, srun_records
 from containers.suspend import Pause
-from gateway.model.job import Step, exit_code_pair, wait_status
+from gateway.model.job import Step, batch_step_state, exit_code_pair, wait_status
 from gateway.model.state import JobState, Reason
 
 __all__ = ["SIG_IO_FAILURE", "SIG_OOM", "Supervisor", "main", "warning_time"]
@@ -324,11 +324,7 @@ class Supervisor:
         steps = self._close_steps(end)
         derived = max((s.exit_code for s in steps if s.step_id != "batch"), default=0)
         _, sig = exit_code_pair(status)
-        batch_state = (
-            JobState.CANCELLED if sig else (JobState.FAILED if status else JobState.COMPLETED)
-        )
-        if oom:
-            batch_state = JobState.OUT_OF_MEMORY
+        batch_state = batch_step_state(status, oom)
         self._write_batch_step(batch_state, start, end, SIG_OOM if oom else status)
         if self.cancelled and self.preempted:
             # slurmctld keeps the batch shell's status (0:15 for the SIGTERM, 0:9 when KillWait

@@ -9,10 +9,11 @@ a restart reports the real end instead of mistaking the killed pods for a failur
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 
 from gateway.model.backend import BackendEvent, EventKind
-from gateway.model.job import Job
+from gateway.model.job import Job, Step, batch_step_state, wait_status
 from gateway.model.state import JobState, Reason
 from k8s_bridge.binder import GangDemand
 from k8s_bridge.inventory import pod_requests
@@ -31,6 +32,9 @@ __all__ = [
     "encode_verdict",
 ]
 
+# ends that delete the gang's pods, so its batch script got SIGTERM (scancel, the time
+# limit, a preemption): slurmstepd's batch step is CANCELLED 0:15 for them
+_ENDED_BY_DELETION = (JobState.CANCELLED, JobState.TIMEOUT, JobState.PREEMPTED)
 ANN_CREATED = "caldera.io/created"
 ANN_VERDICT = "caldera.io/verdict"
 ANN_VERDICT_MESSAGE = "caldera.io/verdict-message"
@@ -182,6 +186,30 @@ class Gang:
             nodes=self.where(),
             backend_id=self.backend_id,
             message=verdict.message or None,
+            run=self.names.attempt,
+            step=self.batch_step(verdict, now) if kind is EventKind.FINISHED else None,
+        )
+
+    def batch_step(self, verdict: Verdict, now: float) -> Step | None:
+        """sacct's `batch` step: the script on rank 0, from its pod's start to the gang's
+        end, with the verdict's status (None when rank 0 never started)."""
+        start = self.pod_starts.get(0)
+        if start is None or verdict.state is JobState.NODE_FAIL:  # (its script's end unknown)
+            return None
+        status = verdict.exit_code
+        if not status and verdict.state in _ENDED_BY_DELETION:  # its pods' SIGTERM
+            status = wait_status(signal=signal.SIGTERM)
+        placement = self.job.placement
+        return Step(
+            job_id=self.names.job_id,
+            step_id="batch",
+            name="batch",
+            state=batch_step_state(status, verdict.state is JobState.OUT_OF_MEMORY),
+            start_time=start,
+            end_time=max(verdict.end_time or now, start),
+            exit_code=status,
+            nodes=self.where()[:1],
+            cpus=placement[0].cpus if placement else 0,
             run=self.names.attempt,
         )
 

@@ -36,6 +36,16 @@ def exit_code_pair(status: int) -> tuple[int, int]:
     return (status >> 8) & 0xFF, 0
 
 
+def batch_step_state(status: int, out_of_memory: bool = False) -> JobState:
+    """The batch step's state from the batch shell's wait status, as slurmstepd records
+    it: CANCELLED when a signal ended it, FAILED on a non-zero exit, else COMPLETED."""
+    if out_of_memory:
+        return JobState.OUT_OF_MEMORY
+    if status & 0x7F:
+        return JobState.CANCELLED
+    return JobState.FAILED if status else JobState.COMPLETED
+
+
 # the backend id of a job being handed to a cluster that queues and places its own jobs
 # (Slurm): PENDING there from the start, as slurmctld shows it, and already "handed" so it
 # is never scheduled twice; a restart reconciles it with that cluster by its tag

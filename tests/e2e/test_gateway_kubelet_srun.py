@@ -108,6 +108,9 @@ def test_srun_and_mpirun_reach_every_rank_across_both_nodes(
     pod0, pod1 = f"caldera-{job}-0", f"caldera-{job}-1"
     acct = gw.ok(["sacct", "-j", str(job), "-X", "-P", "-n", "-o", "State,ExitCode,NodeList"])
     assert acct.strip() == "COMPLETED|0:0|kubelet-node-[01-02]", output  # a pod per node
+    rows = gw.ok(["sacct", "-j", str(job), "-P", "-n", "-o", "JobID,State,ExitCode,NodeList"])
+    first = gw.job(job)["nodes"][0]  # type: ignore[index]  # rank 0's node (Volcano chooses)
+    assert rows.split()[1] == f"{job}.batch|COMPLETED|0:0|{first}", rows
 
     # srun hostname: SLURM_NTASKS=4, two tasks in each pod
     assert sorted(_section(output, "srun hostname")) == [pod0, pod0, pod1, pod1], output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from gateway.model.backend import EventKind
@@ -297,3 +298,26 @@ def test_a_container_that_cannot_start_fails_the_launch_and_is_not_requeued() ->
     assert starting is not None
     assert not starting.failed
     assert gang_status([pod(0), starting], 2).state is None
+
+
+def test_a_finished_gang_reports_the_batch_step_of_rank_zero() -> None:
+    """sacct's `batch` row of a Kubernetes job: rank 0's script from its pod's start to the
+    gang's end, as slurmstepd records it: the script's status (FAILED 2:0), CANCELLED 0:15
+    for an end that deleted the pods (time limit, scancel), none when rank 0 never ran."""
+    gang = _gang()
+    running = gang_status([pod(0), pod(1)], 2)
+    gang.observe([replace(pod(0), started=100.0), pod(1)], running, mono=1.0)
+    failed = Verdict.from_status(gang_status([pod(0, "Failed", exit_code=2), pod(1)], 2))
+    event = gang.event(replace(failed, end_time=160.0), now=170.0)
+    assert event.step is not None
+    step = event.step
+    assert (step.step_id, step.state, step.exit_code) == ("batch", JobState.FAILED, 512)
+    assert (step.start_time, step.end_time, step.nodes) == (100.0, 160.0, ("n0",))
+    timeout = Verdict(JobState.TIMEOUT, Reason.TIME_LIMIT, end_time=190.0)
+    ended = gang.event(timeout, now=190.0).step
+    assert ended is not None
+    assert (ended.state, ended.exit_code) == (JobState.CANCELLED, 15)
+    never = _gang()
+    assert never.event(failed, now=1.0).step is None
+    node_fail = Verdict(JobState.NODE_FAIL, Reason.NONE, end_time=5.0)
+    assert gang.event(node_fail, now=5.0).step is None  # how its script ended is unknown

@@ -1,12 +1,11 @@
 """What a gang's pods need for srun/mpirun across ranks (pure; render.py and objects.py use it).
 
 - The launcher (pod_launcher.py, pod_launch_plan.py, pod_wire.py and the local runner's
-  containers/multi_prog.py: standard library only)
-  lives in one ConfigMap per namespace, `<prefix>-launcher`, not in each job's root: it is
-  ~30 KB, and a copy per job would add gigabytes to etcd in a flood of 100,000 jobs.
-  objects.py creates it (or brings its content up to date) before the first gang; pods
-  mount it read-only at /caldera/launch (`bin/srun` first in PATH; `launcher.py agent` on
-  ranks > 0).
+  containers/multi_prog.py: standard library only) lives in one ConfigMap per namespace,
+  `<prefix>-launcher`, not in each job's root: it is ~30 KB, and a copy per job would add
+  gigabytes to etcd in a flood of 100,000 jobs. objects.py creates it (or brings its
+  content up to date) before the first gang; pods mount it read-only at /caldera/launch
+  (`bin/srun` first in PATH; `launcher.py agent` on ranks > 0).
 - The job's secret: a token in the root ConfigMap (mounted 0400, readable by the job's
   group through fsGroup), HMAC(launcher_key, attempt name), so a retried render gives the
   same value and no random state is kept; `launcher_key` is random per gateway process

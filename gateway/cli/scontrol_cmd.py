@@ -13,7 +13,7 @@ from gateway.cli.common import GatewayError, call, cluster_from, fetch_jobs, sit
 from gateway.cli.node_view import nodes_view, partition_extras
 from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
 from gateway.cli.progress import Ticker
-from gateway.compat.cnum import strtol
+from gateway.compat.cnum import parse_uint32, strtol
 from gateway.compat.duration import time_str_to_mins
 from gateway.compat.job_list_order import list_order
 from gateway.compat.options_help import SLURM_COMPAT_VERSION
@@ -375,9 +375,8 @@ def _update(args: list[str]) -> int:
         elif k in _UPDATE_KEYS:
             if k == "timelimit" and time_str_to_mins(value) == NO_VAL:
                 raise _Fail(f"{_PROG}: error: Invalid TimeLimit value")
-            number, end = strtol(value)
-            if k == "priority" and (end != len(value) or not 0 <= number < NO_VAL):
-                raise _Fail(f"{_PROG}: error: Invalid Priority value: {value}")  # parse_uint32
+            if k == "priority" and parse_uint32(value) is None:
+                raise _Fail(f"{_PROG}: error: Invalid Priority value: {value}")
             fields[key] = value
         else:
             raise _Fail(f"Update of this parameter is not supported: {arg}", "Request aborted")

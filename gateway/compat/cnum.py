@@ -14,6 +14,7 @@ __all__ = [
     "INT64_MIN",
     "c_isspace",
     "is_whitespace",
+    "parse_uint32",
     "strtol",
     "strtoul",
     "to_int32",
@@ -79,6 +80,13 @@ def strtoul(s: str, start: int = 0) -> tuple[int, int]:
     if magnitude > UINT64_MAX:
         return UINT64_MAX, j
     return (magnitude if sign > 0 else (-magnitude) % 2**64), j
+
+
+def parse_uint32(s: str) -> int | None:
+    """Slurm's parse_uint32 (proc_args.c): the whole text as strtoll reads it, a number
+    from 0 to below NO_VAL (0xFFFFFFFE); None for anything else."""
+    value, end = strtol(s)
+    return value if end == len(s) and 0 <= value < 0xFFFF_FFFE else None
 
 
 def to_int32(value: int) -> int:

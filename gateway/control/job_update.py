@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gateway.compat.cnum import strtol
+from gateway.compat.cnum import parse_uint32, strtol
 from gateway.compat.dependency import DependencyError, parse_dependency
 from gateway.compat.duration import time_str_to_mins
 from gateway.compat.slurm_errors import SlurmErrno
@@ -91,8 +91,8 @@ def _priority(job: Job, value: str, operator: bool) -> Job | SlurmErrno:
     (direct_set_prio); a user may only lower theirs, and it lasts until recomputed
     (`not_persistent`). Setting one resets the nice value. A held job keeps its hold;
     Priority=0 (a hold) is left to `scontrol hold`."""
-    number, end = strtol(value)
-    if end != len(value) or not 0 <= number < NO_VAL:
+    number = parse_uint32(value)
+    if number is None:
         return SlurmErrno.NOT_SUPPORTED  # scontrol refuses it first: "Invalid Priority value"
     if number == job.priority:
         return job

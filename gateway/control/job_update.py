@@ -10,7 +10,7 @@ from gateway.compat.cnum import parse_uint32, strtol
 from gateway.compat.dependency import DependencyError, parse_dependency
 from gateway.compat.duration import time_str_to_mins
 from gateway.compat.slurm_errors import SlurmErrno
-from gateway.model.job import Job
+from gateway.model.job import Hold, Job
 from gateway.model.state import JobState, Reason
 from gateway.model.values import INFINITE, NO_VAL
 from gateway.policy.priority import reniced
@@ -89,8 +89,9 @@ def update_field(job: Job, key: str, value: str, operator: bool) -> Job | SlurmE
 def _priority(job: Job, value: str, operator: bool) -> Job | SlurmErrno:
     """Priority=N (job_mgr.c update_job, 22.05): an operator sets any priority and it stays
     (direct_set_prio); a user may only lower theirs, and it lasts until recomputed
-    (`not_persistent`). Setting one resets the nice value. A held job keeps its hold;
-    Priority=0 (a hold) is left to `scontrol hold`."""
+    (`not_persistent`). Setting one resets the nice value. A held job keeps its hold.
+    Priority=0 holds the job, as the caller's `scontrol hold` would (a running one keeps
+    running, shown at priority 0 with the hold's reason, as on the test cluster)."""
     number = parse_uint32(value)
     if number is None:
         return SlurmErrno.NOT_SUPPORTED  # scontrol refuses it first: "Invalid Priority value"
@@ -99,7 +100,10 @@ def _priority(job: Job, value: str, operator: bool) -> Job | SlurmErrno:
     if job.priority == 0:
         return SlurmErrno.JOB_HELD
     if number == 0:
-        return SlurmErrno.NOT_SUPPORTED
+        hold = Hold.ADMIN if operator else Hold.USER
+        reason = Reason.JOB_HELD_ADMIN if operator else Reason.JOB_HELD_USER
+        pending = job.state is JobState.PENDING
+        return replace(job, hold=hold if pending else None, priority=0, reason=reason)
     if not operator and number > job.priority:
         return SlurmErrno.ACCESS_DENIED
     spec = replace(job.spec, nice=None)

@@ -416,6 +416,10 @@ async def apply_update(
                 refused = await _forward_time_limit(gw, out)
                 if refused is not None:
                     return OpResult(target_name(target), refused)
+            if out.hold is not None and job.hold is None:  # Priority=0
+                refused = await _forward_hold(view, out, out.hold is Hold.ADMIN)
+                if refused is not None:
+                    return OpResult(target_name(target), refused)
             if key.lower() == "priority" and not_persistent(job, out, caller.operator):
                 warning = SlurmErrno.PRIO_RESET_FAIL  # applied, and said to be fleeting
             job = out

@@ -8,7 +8,8 @@ give it a new number of the count. A user's `sbatch --priority=100` is accepted 
 (the count's number); the user may lower their job's priority (rc 1, "Changes to job
 priority are not persistent, change nice instead for job N", and the priority is lowered),
 not raise it ("Access/permission denied for job N"); `Priority=abc` is scontrol's own
-"Invalid Priority value: abc".
+"Invalid Priority value: abc". `Priority=0` holds the job (rc 0): JobHeldUser by its user,
+JobHeldAdmin by root; again on the held job is a silent no-op; a release gives a new number.
 """
 
 from __future__ import annotations
@@ -71,6 +72,17 @@ def _session(run: Run) -> list[str]:
     step("tester", "scontrol", "update", "jobid={T}", "priority=5")
     step("tester", "scontrol", "update", "jobid={T}", "priority=1000")
     step("tester", "scontrol", "update", "jobid={T}", "priority=abc")
+    step("tester", "scontrol", "update", "jobid={T}", "priority=0")
+    step("tester", "scontrol", "update", "jobid={T}", "priority=0")
+    step("tester", "scontrol", "release", "{T}")
+    step(None, "scontrol", "update", "jobid={Z}", "priority=0")
+    step("tester", "scontrol", "update", "jobid={Z}", "priority=7")
+    step(None, "scontrol", "release", "{Z}")
+    # T's user-lowered 5 is not a set priority: a slurmctld (re)started while T is in its
+    # state (MinJobAge) would count every later job down from 4 (job_mgr.c's lowest_prio),
+    # for this cluster's every later test. Set by root (to another value: the same one is
+    # a no-op) it is ignored there.
+    run(["scontrol", "update", f"jobid={ids['T']}", "priority=1000"], None)
     run(["scancel", *ids.values()], None)
     return seen
 

@@ -13,6 +13,7 @@ from gateway.control.gateway import Gateway
 from gateway.control.job_update import not_persistent, update_field
 from gateway.model.codec import job_from_dict, job_to_dict
 from gateway.model.job import Hold, Job
+from gateway.model.state import JobState, Reason
 from gateway.policy.model import initial_state
 from gateway.policy.priority import PriorityConfig
 from gateway.policy.refresh import compute_priorities
@@ -50,6 +51,30 @@ def test_a_held_job_keeps_its_hold_and_bad_values_are_refused() -> None:
     assert update_field(held, "priority", "7", operator=True) is SlurmErrno.JOB_HELD
     for bad in ("abc", "-1", "4294967294", "5x"):
         assert update_field(_pending(9), "priority", bad, operator=True) is SlurmErrno.NOT_SUPPORTED
+
+
+def test_priority_zero_holds_the_job_as_the_callers_hold_would() -> None:
+    by_user = update_field(_pending(4294901000), "priority", "0", operator=False)
+    assert isinstance(by_user, Job)
+    assert (by_user.hold, by_user.priority, by_user.reason) == (
+        Hold.USER,
+        0,
+        Reason.JOB_HELD_USER,
+    )
+    assert not not_persistent(_pending(4294901000), by_user, operator=False)  # rc 0
+    by_root = update_field(_pending(50, fixed=True), "priority", "0", operator=True)
+    assert isinstance(by_root, Job)
+    assert (by_root.hold, by_root.reason) == (Hold.ADMIN, Reason.JOB_HELD_ADMIN)
+    assert update_field(by_root, "priority", "0", operator=False) == by_root  # already 0
+    running = replace(_pending(4294901000), state=JobState.RUNNING)
+    shown = update_field(running, "priority", "0", operator=True)
+    assert isinstance(shown, Job)  # it keeps running, shown held (test cluster: rc 0)
+    assert (shown.state, shown.hold, shown.priority, shown.reason) == (
+        JobState.RUNNING,
+        None,
+        0,
+        Reason.JOB_HELD_ADMIN,
+    )
 
 
 def test_nice_leaves_a_fixed_priority_alone() -> None:

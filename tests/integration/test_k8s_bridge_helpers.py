@@ -137,9 +137,12 @@ def gpu_gres(count: int) -> tuple[GresItem, ...]:
 class Events:
     """Calls poll() like the gateway's loop does and keeps every event."""
 
-    def __init__(self, backend: KubernetesBackend) -> None:
+    def __init__(
+        self, backend: KubernetesBackend, explain: Callable[[], str] | None = None
+    ) -> None:
         self.backend = backend
         self.seen: list[BackendEvent] = []
+        self.explain = explain  # what the cluster looked like, for a wait that timed out
 
     def pump(self) -> list[BackendEvent]:
         """One poll()."""
@@ -158,7 +161,12 @@ class Events:
             self.pump()
             return bool(self.of(job_id, kind))
 
-        wait_until(f"{kind.value} of job {job_id}", arrived, timeout)
+        try:
+            wait_until(f"{kind.value} of job {job_id}", arrived, timeout)
+        except AssertionError as exc:
+            if self.explain is None:
+                raise
+            raise AssertionError(f"{exc}; the cluster then:\n{self.explain()}") from None
         return self.of(job_id, kind)[0]
 
     def settle(self, timeout: float = 20.0) -> None:

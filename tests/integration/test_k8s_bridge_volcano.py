@@ -53,6 +53,26 @@ def vbackend(
     b.close()
 
 
+def volcano_state(kube: KubeClient, ns: str) -> str:
+    """Pods, PodGroups and Volcano Jobs of every namespace, for a wait that timed out (a
+    gang Volcano never placed: what held it back, or what else held the nodes)."""
+    lines: list[str] = []
+    for pod in kube.list(PODS, None)[0]:
+        meta, spec, status = pod["metadata"], pod["spec"], pod.get("status", {})
+        lines.append(
+            f"pod {meta['namespace']}/{meta['name']} {status.get('phase')} "
+            f"node={spec.get('nodeName')} scheduler={spec.get('schedulerName')}"
+        )
+    for group in kube.list(PODGROUPS, None)[0]:
+        meta, status = group["metadata"], group.get("status", {})
+        said = [c.get("message", "") for c in status.get("conditions", [])]
+        lines.append(f"podgroup {meta['namespace']}/{meta['name']} {status.get('phase')} {said}")
+    for vcjob in kube.list(VCJOBS, None)[0]:
+        meta, status = vcjob["metadata"], vcjob.get("status", {})
+        lines.append(f"vcjob {meta['namespace']}/{meta['name']} {status.get('state')}")
+    return "\n".join(lines) or "(nothing)"
+
+
 def pod_of(kube: KubeClient, ns: str, job_id: int, rank: int) -> str:
     items, _ = kube.list(
         PODS, ns, label_selector=f"caldera.io/job-id={job_id},caldera.io/rank={rank}"
@@ -72,7 +92,7 @@ def test_volcano_is_detected_when_its_api_is_served(k8s_env_volcano: K8sEnv, vns
 def test_gang_runs_through_volcano_and_completes(
     vbackend: KubernetesBackend, vkube: KubeClient, vns: str
 ) -> None:
-    events = Events(vbackend)
+    events = Events(vbackend, explain=lambda: volcano_state(vkube, vns))
     vbackend.submit(make_launch(601, nodes=3, gpus=8))
     started = events.wait(601, EventKind.STARTED)
     assert len(set(started.nodes)) == 3  # 8 GPUs each: one rank per node
@@ -101,7 +121,7 @@ def test_volcano_places_the_gang_and_started_names_the_nodes_its_pods_run_on(
     Volcano queues and places the gang, the job is reported queued until every rank runs,
     and STARTED (then FINISHED) carries each rank's spec.nodeName and the pods' start."""
     assert vbackend.places_itself
-    events = Events(vbackend)
+    events = Events(vbackend, explain=lambda: volcano_state(vkube, vns))
     launch = make_launch(605, nodes=3)  # small ranks: only -N keeps them on 3 nodes
     where = tuple(RankPlacement(node=f"gw-{r}", tasks=1, cpus=1, memory_mb=0) for r in range(3))
     handed = time.time()
@@ -152,7 +172,7 @@ def test_in_caldera_mode_the_gateway_places_and_nothing_is_reported_queued(
 def test_a_failed_rank_fails_the_volcano_gang(
     vbackend: KubernetesBackend, vkube: KubeClient, vns: str
 ) -> None:
-    events = Events(vbackend)
+    events = Events(vbackend, explain=lambda: volcano_state(vkube, vns))
     vbackend.submit(make_launch(602, nodes=2))
     events.wait(602, EventKind.STARTED)
     end_rank(vkube, vns, pod_of(vkube, vns, 602, 1), exit_code=4)
@@ -165,7 +185,7 @@ def test_a_failed_rank_fails_the_volcano_gang(
 def test_cancel_removes_a_volcano_gang(
     vbackend: KubernetesBackend, vkube: KubeClient, vns: str
 ) -> None:
-    events = Events(vbackend)
+    events = Events(vbackend, explain=lambda: volcano_state(vkube, vns))
     launch = make_launch(603, nodes=2)
     vbackend.submit(launch)
     events.wait(603, EventKind.STARTED)
@@ -178,7 +198,7 @@ def test_cancel_removes_a_volcano_gang(
 def test_volcano_never_places_part_of_a_gang_that_does_not_fit(
     vbackend: KubernetesBackend, vkube: KubeClient, vns: str, k8s_env_volcano: K8sEnv
 ) -> None:
-    events = Events(vbackend)
+    events = Events(vbackend, explain=lambda: volcano_state(vkube, vns))
     too_big = k8s_env_volcano.nodes + 1  # one 8-GPU rank per node: one node short
     launch = make_launch(604, nodes=too_big, gpus=8)
     vbackend.submit(launch)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from containers.srun_layout import Step
+from containers.task_files import task_file_name
 
 __all__ = [
     "KILL_WAIT_VAR",
@@ -128,24 +129,17 @@ def _write(sink: int, data: bytes, lock: threading.Lock) -> None:
 def task_file(
     pattern: str | None, step: Step, step_id: int, rank: int, env: Mapping[str, str]
 ) -> str | None:
-    """srun's -o/-e/-i name for one task (%t task, %n node index, %N node, %j job, %s step,
-    %J job.step, %u user, %% a percent sign; a width as in %3t); None: srun's own stream."""
-    if pattern is None or pattern == "none":
-        return None
+    """srun's -o/-e/-i name for one task of this step (containers/task_files.py's rule);
+    None: srun's own stream."""
     node_index, _ = step.node_of(rank)
-    job = env.get("SLURM_JOB_ID", "0")
-    values = {
-        "t": str(rank),
-        "n": str(node_index),
-        "N": step.nodes[node_index],
-        "j": job,
-        "s": str(step_id),
-        "J": f"{job}.{step_id}",
-        "u": env.get("USER", ""),
-        "%": "%",
-    }
-    return re.sub(
-        r"%(\d*)([tnNjsJu%])", lambda m: values[m.group(2)].zfill(int(m.group(1) or 0)), pattern
+    return task_file_name(
+        pattern,
+        rank=rank,
+        node_index=node_index,
+        node=step.nodes[node_index],
+        job=env.get("SLURM_JOB_ID", "0"),
+        step_id=step_id,
+        user=env.get("USER", ""),
     )
 
 

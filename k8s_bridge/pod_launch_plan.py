@@ -57,7 +57,7 @@ _OPTIONS: dict[str, tuple[str, int]] = {
     )
 }
 _SHORT = {short: name for name, (short, _) in _OPTIONS.items() if short}
-UNSUPPORTED = ("output", "error", "input")  # per-task files: not on Kubernetes
+UNSUPPORTED = ("input",)  # a remote task's stdin: the agent protocol carries none
 
 
 class SrunExit(Exception):

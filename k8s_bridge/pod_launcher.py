@@ -43,6 +43,7 @@ from typing import Any, BinaryIO
 if os.path.isdir("/caldera/launch/lib/k8s_bridge"):  # in a pod: the modules beside us
     sys.path.insert(0, "/caldera/launch/lib")
 from containers.multi_prog import MultiProgError, multi_prog
+from containers.task_files import task_file_name
 from k8s_bridge.pod_launch_plan import (
     UNSUPPORTED,
     SrunExit,
@@ -224,16 +225,19 @@ def addresses(names: Sequence[str], wait_s: float, path: str = HOSTS_PATH) -> di
 
 class _Output:
     """srun's stdout and stderr: the tasks' bytes as they come, or whole lines with the
-    task's `-l` label."""
+    task's `-l` label; a task's stream that -o/-e names goes to its file as it is."""
 
-    def __init__(self, label_width: int | None) -> None:
+    def __init__(
+        self, label_width: int | None, files: Mapping[tuple[int, int], BinaryIO] | None = None
+    ) -> None:
         self.width, self.lock = label_width, threading.Lock()
         self.partial: dict[tuple[int, int], bytes] = {}
+        self.files = files or {}
 
     def write(self, rank: int, fd: int, data: bytes) -> None:
-        sink = sys.stdout.buffer if fd == 1 else sys.stderr.buffer
+        sink = self.files.get((rank, fd)) or (sys.stdout.buffer if fd == 1 else sys.stderr.buffer)
         with self.lock:
-            if self.width is None:
+            if self.width is None or (rank, fd) in self.files:
                 sink.write(data)
             else:
                 lines = (self.partial.pop((rank, fd), b"") + data).split(b"\n")
@@ -350,6 +354,44 @@ class Local:
             _killpg(self.proc.pid, signum)
 
 
+def task_files(
+    opts: Mapping[str, str | None],
+    ranks_node: Sequence[str],
+    nodes: Sequence[str],
+    step_id: int,
+    env: Mapping[str, str],
+    cwd: str,
+) -> dict[tuple[int, int], BinaryIO]:
+    """Each task's -o/-e file by (rank, fd), as the local runner's srun opens them: each
+    name once (truncated), stderr in the -o file unless -e names another, names relative
+    to the tasks' directory. Opened here in rank 0's pod, beside the batch script's own."""
+    opened: dict[str, BinaryIO] = {}
+    files: dict[tuple[int, int], BinaryIO] = {}
+    err_pattern = opts.get("error") or opts.get("output")
+    try:
+        for rank, node in enumerate(ranks_node):
+            for fd, pattern in ((1, opts.get("output")), (2, err_pattern)):
+                name = task_file_name(
+                    pattern,
+                    rank=rank,
+                    node_index=nodes.index(node),
+                    node=node,
+                    job=env.get("SLURM_JOB_ID", "0"),
+                    step_id=step_id,
+                    user=env.get("USER", ""),
+                )
+                if name is not None:
+                    path = os.path.join(cwd, name)
+                    if path not in opened:
+                        opened[path] = open(path, "wb")  # noqa: SIM115 - closed by srun()
+                    files[(rank, fd)] = opened[path]
+    except OSError as exc:
+        for f in opened.values():
+            f.close()
+        raise SrunExit([f"srun: error: {exc.filename}: {exc.strerror}"]) from None
+    return files
+
+
 def _step_id() -> int:
     """The job's next step id (0, 1, ...), unique among the sruns of this pod."""
     base = os.path.join(os.environ.get("TMPDIR", "/tmp"), f".caldera-steps-{os.getuid()}")
@@ -380,7 +422,6 @@ def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
     port = int(env.get("CALDERA_AGENT_PORT", PORT))
     step_id = _step_id()
     ntasks = sum(layout)
-    out = _Output(len(str(ntasks - 1)) if "label" in opts else None)
     cwd = os.path.normpath(os.path.join(os.getcwd(), opts.get("chdir") or "."))  # -D
     tasks: list[Remote | Local] = []
     ranks_node: list[str] = []
@@ -394,6 +435,8 @@ def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
         programs = multi_prog(command[0], ntasks) if "multi-prog" in opts else None
     except MultiProgError as exc:
         raise SrunExit([f"srun: error: {exc}"]) from None
+    files = task_files(opts, ranks_node, nodes, step_id, env, cwd)
+    out = _Output(len(str(ntasks - 1)) if "label" in opts else None, files)
 
     def one(rank: int) -> None:
         task_environ = task_env(
@@ -424,6 +467,8 @@ def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
     for t in threads:
         while t.is_alive():
             t.join(0.5)
+    for f in set(files.values()):
+        f.close()
     for index in reversed(range(len(nodes))):  # srun reports the last node first
         mine = {r: statuses[r] for r in range(ntasks) if ranks_node[r] == nodes[index]}
         for line in describe_failures(nodes[index], mine):

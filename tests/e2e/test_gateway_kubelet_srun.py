@@ -4,9 +4,9 @@ A 2-node job (2 tasks per node) in the MPI image (python3 + Open MPI,
 testenv/kubelet/build_mpi_image.py): rank 0 runs the script; `srun` there is the launcher's
 (k8s_bridge/pod_launcher.py), which reaches rank 1's agent on the other node with the job's
 token; Open MPI's mpirun sees SLURM_JOB_ID and starts its orted on rank 1 through that srun
-(plm slurm), as under Slurm; `srun --multi-prog` runs each rank's program. One job per gang
-mode covers everything (Caldera's binder, Volcano with a PodGroup, a Volcano Job), to keep
-the kubelet suite short.
+(plm slurm), as under Slurm; `srun --multi-prog` runs each rank's program; `srun -o`
+writes each task's file. One job per gang mode covers everything (Caldera's binder, Volcano
+with a PodGroup, a Volcano Job), to keep the kubelet suite short.
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ cat > mp.conf <<'END'
 * sh -c 'echo rest $SLURM_PROCID $(hostname)'
 END
 srun --multi-prog mp.conf
+echo "== srun -o"
+srun -o task-%t.out sh -c 'echo to-file $SLURM_PROCID $(hostname)'
+cat task-0.out task-1.out task-2.out task-3.out
 """
 
 
@@ -154,5 +157,12 @@ def test_srun_and_mpirun_reach_every_rank_across_both_nodes(
         "first 2 1",
         f"rest 1 {pod0}",
         f"rest 3 {pod1}",
+    ], output
+    # srun -o: each task's output in its file, written from rank 0's pod (remote ranks too)
+    assert _section(output, "srun -o") == [
+        f"to-file 0 {pod0}",
+        f"to-file 1 {pod0}",
+        f"to-file 2 {pod1}",
+        f"to-file 3 {pod1}",
     ], output
     assert_nothing_left(kube, ns)

@@ -360,6 +360,36 @@ def test_srun_multi_prog_runs_each_ranks_program_across_the_pods(
     )
 
 
+def test_srun_output_and_error_files_per_task_across_the_pods(agent: int, tmp_path: Path) -> None:
+    """-o/-e as the local runner's srun: the tasks' streams in the files the pattern names
+    (no -l label there), stderr in the -o file unless -e names another; -i stays refused."""
+    talk = "echo out $SLURM_PROCID $SLURMD_NODENAME; echo err $SLURM_PROCID >&2"
+    done = _srun(tmp_path, agent, "-l", "-n", "4", "-o", "o-%t-%N.%j", "sh", "-c", talk)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    for rank, node in enumerate(["caldera-42-0"] * 2 + ["caldera-42-1"] * 2):
+        text = (tmp_path / f"o-{rank}-{node}.{ALLOC['SLURM_JOB_ID']}").read_text()
+        assert sorted(text.splitlines()) == [f"err {rank}", f"out {rank} {node}"]
+    split = _srun(tmp_path, agent, "-N", "2", "-o", "o-%2n", "-e", "e-%s", "sh", "-c", talk)
+    assert (split.returncode, split.stdout, split.stderr) == (0, "", "")
+    assert (tmp_path / "o-00").read_text() == "out 0 caldera-42-0\n"
+    assert (tmp_path / "o-01").read_text() == "out 1 caldera-42-1\n"
+    assert sorted((tmp_path / "e-1").read_text().splitlines()) == ["err 0", "err 1"]
+    only_err = _srun(tmp_path, agent, "-N", "2", "-e", "e-%t", "sh", "-c", talk)
+    assert sorted(only_err.stdout.splitlines()) == ["out 0 caldera-42-0", "out 1 caldera-42-1"]
+    assert (tmp_path / "e-1").read_text() == "err 1\n"  # step 2 truncated step 1's e-1
+    lost = _srun(tmp_path, agent, "-N", "2", "-o", "nodir/o-%t", "sh", "-c", "echo ran >ran")
+    assert (lost.returncode, lost.stderr) == (
+        1,
+        f"srun: error: {tmp_path}/nodir/o-0: No such file or directory\n",
+    )
+    assert not (tmp_path / "ran").exists()  # no task started
+    stdin = _srun(tmp_path, agent, "-i", "in-%t", "true")
+    assert (stdin.returncode, stdin.stderr) == (
+        1,
+        "srun: error: --input is not supported in Kubernetes jobs\n",
+    )
+
+
 # --- what the backend gives the pods (k8s_bridge/launch.py, render.py) ---------------
 
 

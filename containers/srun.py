@@ -47,9 +47,9 @@ from containers.srun_io import (
 from containers.srun_layout import SrunExit, Step, plan_step
 from containers.srun_revoke import ALLOCATION_VAR, RevocationWatch
 from containers.srun_spawn import Spawned
+from containers.step_rules import recorded_state
 from gateway.compat.job_env import TaskIds, task_environment
 from gateway.model.job import wait_status
-from gateway.model.state import JobState
 
 __all__ = ["SrunError", "main", "run_step"]
 
@@ -244,13 +244,7 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
         sys.stderr.write(f"srun: Force Terminated StepId={_step_ident(env, step_id)}\n")
     sys.stderr.flush()
     status = step_status(step, statuses)
-    if status & 0x7F:
-        state = JobState.CANCELLED
-    elif status:
-        state = JobState.FAILED
-    else:
-        state = JobState.COMPLETED
-    base_record.update(end_time=time.time(), exit_code=status, state=state.long)
+    base_record.update(end_time=time.time(), exit_code=status, state=recorded_state(status))
     record_step(record, base_record)
     return srun_status(statuses)
 

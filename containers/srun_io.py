@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from containers.srun_layout import Step
-from containers.task_files import task_file_name
+from containers.step_rules import recorded_status, task_file_name
 
 __all__ = [
     "KILL_WAIT_VAR",
@@ -129,7 +129,7 @@ def _write(sink: int, data: bytes, lock: threading.Lock) -> None:
 def task_file(
     pattern: str | None, step: Step, step_id: int, rank: int, env: Mapping[str, str]
 ) -> str | None:
-    """srun's -o/-e/-i name for one task of this step (containers/task_files.py's rule);
+    """srun's -o/-e/-i name for one task of this step (containers/step_rules.py's rule);
     None: srun's own stream."""
     node_index, _ = step.node_of(rank)
     return task_file_name(
@@ -183,21 +183,8 @@ def _c_int(text: str) -> int:
 
 
 def step_status(step: Step, statuses: Mapping[int, int]) -> int:
-    """The step's exit status as slurmctld records it (sacct's ExitCode; its State follows:
-    a signal is CANCELLED, a code FAILED). Each node's slurmstepd reports the first of its
-    tasks killed by a signal, else its last task's status (22.05's `_get_exit_code` keeps
-    the last, not the highest: tasks 0 exit 3 and 1 exit 0 on one node give 0:0, as the
-    test cluster shows); slurmctld keeps the highest node's."""
-    per_node: dict[int, int] = {}
-    signalled: set[int] = set()
-    for rank in sorted(statuses):
-        node, status = step.node_of(rank)[0], statuses[rank]
-        if node in signalled:
-            continue
-        per_node[node] = status
-        if status & 0x7F:
-            signalled.add(node)
-    return max(per_node.values(), default=0)
+    """The step's exit status as slurmctld records it (containers/step_rules.py)."""
+    return recorded_status(statuses, [step.node_of(r)[0] for r in range(step.ntasks)])
 
 
 def srun_status(statuses: Mapping[int, int]) -> int:

@@ -427,7 +427,7 @@ class KubernetesBackend(GracefulEnd, RoomView, GangController):
                     events.append(gang.state_event(JobState.RUNNING, now))
                 gang.verdict = gang.decide(status, time.monotonic(), now, self.opts.kill_wait_s)
             if gang.verdict is not None:
-                events.append(gang.event(gang.verdict, now))
+                events.extend(gang.events(gang.verdict, now))
                 with self._lock:
                     gang.delivered_at = self._polls
         if reachable and self.opts.delete_orphans:

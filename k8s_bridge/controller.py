@@ -70,7 +70,7 @@ class GangController:
     def _decided(self, gang: Gang, verdict: Verdict) -> None:
         with self._lock:
             gang.verdict = verdict
-            self._events.append(gang.event(verdict, self.clock()))
+            self._events.extend(gang.events(verdict, self.clock()))
 
     def _release(self, gang: Gang) -> None:
         """The binder stops counting the gang's pods it assumed (the watch counts what

@@ -19,6 +19,7 @@ from k8s_bridge.binder import GangDemand
 from k8s_bridge.inventory import pod_requests
 from k8s_bridge.lifecycle import GangStatus, PodState
 from k8s_bridge.names import GangNames
+from k8s_bridge.pod_steps import srun_steps
 from k8s_bridge.render import GangManifests
 from k8s_bridge.states import EVENT_OF_STATE, LOST, STATUS_OF_REASON, WITHDRAWN, event_kind
 
@@ -141,6 +142,7 @@ class Gang:
     cleanup_done: bool = False
     last_error: str | None = None
     hosts_written: bool = False  # the ranks' IPs are in the root (launch.hosts_text)
+    step_records: tuple[str, ...] = ()  # srun's, from rank 0's termination message
     _demand: GangDemand | None = None
 
     @property
@@ -189,6 +191,31 @@ class Gang:
             run=self.names.attempt,
             step=self.batch_step(verdict, now) if kind is EventKind.FINISHED else None,
         )
+
+    def events(self, verdict: Verdict, now: float) -> list[BackendEvent]:
+        """The events that report a verdict: a finished job's srun steps, then the verdict."""
+        final = self.event(verdict, now)
+        if final.kind is not EventKind.FINISHED:
+            return [final]
+        attempt = self.names.attempt
+        steps = srun_steps(self.step_records, self.names.job_id, attempt, self.placed_on)
+        return [
+            *(
+                BackendEvent(
+                    job_id=s.job_id,
+                    kind=EventKind.STEP,
+                    time=s.end_time or final.time,
+                    state=s.state,
+                    exit_code=s.exit_code,
+                    nodes=s.nodes,
+                    step=s,
+                    run=attempt,
+                    backend_id=self.backend_id,
+                )
+                for s in steps
+            ),
+            final,
+        ]
 
     def batch_step(self, verdict: Verdict, now: float) -> Step | None:
         """sacct's `batch` step: the script on rank 0, from its pod's start to the gang's
@@ -242,6 +269,8 @@ class Gang:
                 self.bound.add(pod.rank)
                 self.placed_on[pod.rank] = pod.node
                 self.pod_starts[pod.rank] = pod.started
+            if pod.rank == 0 and pod.steps:
+                self.step_records = pod.steps
         self.status = status
         if self.started or not status.all_running:
             return False

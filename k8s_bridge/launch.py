@@ -52,8 +52,9 @@ SOURCES = {
     "launcher": (_HERE / "pod_launcher.py").read_text(),
     "launch-plan": (_HERE / "pod_launch_plan.py").read_text(),
     "launch-wire": (_HERE / "pod_wire.py").read_text(),
+    "step-files": (_HERE / "pod_step_files.py").read_text(),
     "multi-prog": (_HERE.parent / "containers" / "multi_prog.py").read_text(),
-    "task-files": (_HERE.parent / "containers" / "task_files.py").read_text(),
+    "step-rules": (_HERE.parent / "containers" / "step_rules.py").read_text(),
 }
 # Ranks > 0: the agent when the image has python3, else the old wait (an image without
 # python3 runs the batch script on rank 0 as before, only srun cannot reach the ranks).
@@ -103,8 +104,9 @@ def launcher_volume(prefix: str) -> Manifest:
                 {"key": "launcher", "path": "bin/srun", "mode": 0o555},
                 {"key": "launch-plan", "path": "lib/k8s_bridge/pod_launch_plan.py"},
                 {"key": "launch-wire", "path": "lib/k8s_bridge/pod_wire.py"},
+                {"key": "step-files", "path": "lib/k8s_bridge/pod_step_files.py"},
                 {"key": "multi-prog", "path": "lib/containers/multi_prog.py"},
-                {"key": "task-files", "path": "lib/containers/task_files.py"},
+                {"key": "step-rules", "path": "lib/containers/step_rules.py"},
             ],
         },
     }

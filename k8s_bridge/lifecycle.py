@@ -21,6 +21,7 @@ from typing import Any
 from gateway.model.job import wait_status
 from gateway.model.state import JobState, Reason
 from k8s_bridge.names import LABEL_ATTEMPT, LABEL_JOB, LABEL_RANK
+from k8s_bridge.pod_steps import split_message
 from k8s_bridge.states import (
     LAUNCH_FAILURES,
     NODE_LOST,
@@ -67,6 +68,7 @@ class PodState:
     preempted: bool = False
     gated: bool = False
     ip: str | None = None  # status.podIP (the launcher's hosts file, launch.py)
+    steps: tuple[str, ...] = ()  # srun's records in its termination message (pod_steps.py)
 
     @property
     def terminal(self) -> bool:
@@ -95,13 +97,15 @@ def parse_pod(obj: Obj) -> PodState | None:
     reason = status.get("reason")
     message = status.get("message")
     finished: float | None = None
+    steps: tuple[str, ...] = ()
     for cs in status.get("containerStatuses") or []:
         term = (cs.get("state") or {}).get("terminated")
         if term:
             exit_code = int(term.get("exitCode", 0))
             if reason not in STATE_OF_REASON:  # the kubelet's DeadlineExceeded, Evicted win
                 reason = term.get("reason") or reason
-            message = term.get("message") or message
+            steps, said = split_message(str(term.get("message") or ""))
+            message = said or message
             finished = parse_time(term.get("finishedAt"))
             break
         waiting = (cs.get("state") or {}).get("waiting") or {}
@@ -131,6 +135,7 @@ def parse_pod(obj: Obj) -> PodState | None:
         preempted=preempted,
         gated=bool(spec.get("schedulingGates")),
         ip=status.get("podIP") or None,
+        steps=steps,
     )
 
 

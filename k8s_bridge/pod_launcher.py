@@ -43,17 +43,19 @@ from typing import Any, BinaryIO
 if os.path.isdir("/caldera/launch/lib/k8s_bridge"):  # in a pod: the modules beside us
     sys.path.insert(0, "/caldera/launch/lib")
 from containers.multi_prog import MultiProgError, multi_prog
-from containers.task_files import task_file_name
+from containers.step_rules import recorded_state, recorded_status
 from k8s_bridge.pod_launch_plan import (
     UNSUPPORTED,
     SrunExit,
     describe_failures,
+    expand,
     parse,
     parse_hosts,
     plan,
     srun_status,
     task_env,
 )
+from k8s_bridge.pod_step_files import record_step, task_files
 from k8s_bridge.pod_wire import (
     AUTH,
     AUTH_SIZE,
@@ -354,44 +356,6 @@ class Local:
             _killpg(self.proc.pid, signum)
 
 
-def task_files(
-    opts: Mapping[str, str | None],
-    ranks_node: Sequence[str],
-    nodes: Sequence[str],
-    step_id: int,
-    env: Mapping[str, str],
-    cwd: str,
-) -> dict[tuple[int, int], BinaryIO]:
-    """Each task's -o/-e file by (rank, fd), as the local runner's srun opens them: each
-    name once (truncated), stderr in the -o file unless -e names another, names relative
-    to the tasks' directory. Opened here in rank 0's pod, beside the batch script's own."""
-    opened: dict[str, BinaryIO] = {}
-    files: dict[tuple[int, int], BinaryIO] = {}
-    err_pattern = opts.get("error") or opts.get("output")
-    try:
-        for rank, node in enumerate(ranks_node):
-            for fd, pattern in ((1, opts.get("output")), (2, err_pattern)):
-                name = task_file_name(
-                    pattern,
-                    rank=rank,
-                    node_index=nodes.index(node),
-                    node=node,
-                    job=env.get("SLURM_JOB_ID", "0"),
-                    step_id=step_id,
-                    user=env.get("USER", ""),
-                )
-                if name is not None:
-                    path = os.path.join(cwd, name)
-                    if path not in opened:
-                        opened[path] = open(path, "wb")  # noqa: SIM115 - closed by srun()
-                    files[(rank, fd)] = opened[path]
-    except OSError as exc:
-        for f in opened.values():
-            f.close()
-        raise SrunExit([f"srun: error: {exc.filename}: {exc.strerror}"]) from None
-    return files
-
-
 def _step_id() -> int:
     """The job's next step id (0, 1, ...), unique among the sruns of this pod."""
     base = os.path.join(os.environ.get("TMPDIR", "/tmp"), f".caldera-steps-{os.getuid()}")
@@ -437,6 +401,7 @@ def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
         raise SrunExit([f"srun: error: {exc}"]) from None
     files = task_files(opts, ranks_node, nodes, step_id, env, cwd)
     out = _Output(len(str(ntasks - 1)) if "label" in opts else None, files)
+    started = time.time()
 
     def one(rank: int) -> None:
         task_environ = task_env(
@@ -474,6 +439,22 @@ def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
         for line in describe_failures(nodes[index], mine):
             sys.stderr.write(line + "\n")
     sys.stderr.flush()
+    status = recorded_status(dict(enumerate(statuses)), [nodes.index(n) for n in ranks_node])
+    job_nodes = expand(env.get("SLURM_JOB_NODELIST", ""))
+    record_step(
+        env,
+        {
+            "step_id": str(step_id),
+            "name": opts.get("job-name") or os.path.basename(command[0]),
+            "ranks": [job_nodes.index(n) for n in nodes if n in job_nodes],  # NODEIDs
+            "ntasks": ntasks,
+            "cpus": ntasks * (cpt or 1),
+            "start_time": round(started, 3),
+            "end_time": round(time.time(), 3),
+            "exit_code": status,
+            "state": recorded_state(status),
+        },
+    )
     return srun_status(statuses)
 
 

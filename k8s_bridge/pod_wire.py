@@ -22,6 +22,8 @@ MAX_FRAME = 8 << 20
 AUTH_SIZE = 64  # an AUTH frame: a SHA-256 digest and an HMAC-SHA256
 HELLO, AUTH, REQUEST, OUT, ERR, EXIT, SIGNAL, FAIL = (bytes([c]) for c in b"HARoexSF")
 _HEADER = struct.Struct(">cI")
+# a finished srun step, one line of rank 0's termination message (k8s_bridge/pod_steps.py)
+STEP_RECORD = "caldera-step "
 
 __all__ = [
     "AUTH",
@@ -34,6 +36,7 @@ __all__ = [
     "OUT",
     "REQUEST",
     "SIGNAL",
+    "STEP_RECORD",
     "ProtocolError",
     "authentic",
     "frame",

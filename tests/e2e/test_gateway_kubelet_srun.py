@@ -5,8 +5,9 @@ testenv/kubelet/build_mpi_image.py): rank 0 runs the script; `srun` there is the
 (k8s_bridge/pod_launcher.py), which reaches rank 1's agent on the other node with the job's
 token; Open MPI's mpirun sees SLURM_JOB_ID and starts its orted on rank 1 through that srun
 (plm slurm), as under Slurm; `srun --multi-prog` runs each rank's program; `srun -o`
-writes each task's file. One job per gang mode covers everything (Caldera's binder, Volcano
-with a PodGroup, a Volcano Job), to keep the kubelet suite short.
+writes each task's file; sacct lists every srun as a step. One job per gang mode covers
+everything (Caldera's binder, Volcano with a PodGroup, a Volcano Job), to keep the kubelet
+suite short.
 """
 
 from __future__ import annotations
@@ -114,6 +115,14 @@ def test_srun_and_mpirun_reach_every_rank_across_both_nodes(
     rows = gw.ok(["sacct", "-j", str(job), "-P", "-n", "-o", "JobID,State,ExitCode,NodeList"])
     first = gw.job(job)["nodes"][0]  # type: ignore[index]  # rank 0's node (Volcano chooses)
     assert rows.split()[1] == f"{job}.batch|COMPLETED|0:0|{first}", rows
+    # each srun a step, as rank 0's srun recorded it in its termination message: hostname,
+    # -n 4, -N 2 env, the failing one (each node's last task: 2 and 4), mpirun's orted
+    # (rank 1's node only), --multi-prog, -o
+    steps = {r.split("|")[0]: r.split("|", 1)[1] for r in rows.split()[2:]}
+    assert list(steps) == [f"{job}.{n}" for n in range(7)], rows
+    assert steps[f"{job}.0"] == "COMPLETED|0:0|kubelet-node-[01-02]", rows
+    assert steps[f"{job}.3"] == "FAILED|4:0|kubelet-node-[01-02]", rows
+    assert steps[f"{job}.4"].endswith("|" + gw.job(job)["nodes"][1]), rows  # type: ignore[index]
 
     # srun hostname: SLURM_NTASKS=4, two tasks in each pod
     assert sorted(_section(output, "srun hostname")) == [pod0, pod0, pod1, pod1], output

@@ -27,6 +27,7 @@ from k8s_bridge import pod_launcher as pl
 from k8s_bridge import pod_wire as wire
 from k8s_bridge.names import GangNames
 from k8s_bridge.options import GangMode, K8sOptions
+from k8s_bridge.pod_steps import split_message, srun_steps
 from k8s_bridge.render import render_gang
 from k8s_bridge.request import GangRequest
 
@@ -283,7 +284,9 @@ def _srun(
         "CALDERA_TOKEN_FILE": str(tmp_path / "token"),
         "CALDERA_HOSTS_FILE": str(tmp_path / "hosts"),
         "CALDERA_HOSTS_WAIT": "2",
+        "CALDERA_STEP_LOG": str(tmp_path / "termination-log"),
     }
+    (tmp_path / "termination-log").touch()
     return subprocess.run(
         [sys.executable, str(link), *argv],
         env=env,
@@ -321,6 +324,29 @@ def test_srun_exit_code_is_the_highest_and_failures_are_reported(
     killed = _srun(tmp_path, agent, "-w", "caldera-42-1", "-n1", "sh", "-c", "kill -9 $$")
     assert killed.returncode == 137
     assert "task 0: Killed" in killed.stderr
+
+
+def test_each_step_is_recorded_in_the_termination_message(agent: int, tmp_path: Path) -> None:
+    """What the backend reads back for sacct (k8s_bridge/pod_steps.py): the step's id, name,
+    the NODEIDs of its nodes, its tasks and its status as slurmctld records it."""
+    assert _srun(tmp_path, agent, "-n", "4", "true").returncode == 0
+    failed = _srun(tmp_path, agent, "-J", "named", "sh", "-c", "exit $((SLURM_PROCID + 2))")
+    assert failed.returncode == 3
+    assert _srun(tmp_path, agent, "-w", "caldera-42-1", "-n1", "hostname").returncode == 0
+    text = (tmp_path / "termination-log").read_text()
+    assert split_message(text)[1] == ""  # nothing but records
+    records = [json.loads(line) for line in split_message(text)[0]]
+    assert [
+        (r["step_id"], r["name"], r["ranks"], r["ntasks"], r["exit_code"], r["state"])
+        for r in records
+    ] == [
+        ("0", "true", [0, 1], 4, 0, "COMPLETED"),
+        ("1", "named", [0, 1], 2, 3 << 8, "FAILED"),
+        ("2", "hostname", [1], 1, 0, "COMPLETED"),
+    ]
+    assert all(r["start_time"] <= r["end_time"] for r in records)
+    steps = srun_steps(split_message(text)[0], 42, 0, {0: "node-a", 1: "node-b"})
+    assert [s.nodes for s in steps] == [("node-a", "node-b"), ("node-a", "node-b"), ("node-b",)]
 
 
 def test_srun_with_a_wrong_token_runs_nothing_remote(agent: int, tmp_path: Path) -> None:

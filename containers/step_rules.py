@@ -1,0 +1,64 @@
+"""What srun decides the same way on the local runner and in Kubernetes pods: per-task
+file names (`-o out-%t.txt`, -e, -i) and the status and state a finished step is recorded
+with (shipped to job pods beside the launcher: standard library only)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+__all__ = ["recorded_state", "recorded_status", "task_file_name"]
+
+_FIELD = re.compile(r"%(\d*)([tnNjsJu%])")
+
+
+def task_file_name(
+    pattern: str | None,
+    *,
+    rank: int,
+    node_index: int,
+    node: str,
+    job: str,
+    step_id: int,
+    user: str,
+) -> str | None:
+    """The name for one task (%t task, %n node index, %N node, %j job, %s step, %J
+    job.step, %u user, %% a percent sign; a width as in %3t); None: srun's own stream."""
+    if pattern is None or pattern == "none":
+        return None
+    values = {
+        "t": str(rank),
+        "n": str(node_index),
+        "N": node,
+        "j": job,
+        "s": str(step_id),
+        "J": f"{job}.{step_id}",
+        "u": user,
+        "%": "%",
+    }
+    return _FIELD.sub(lambda m: values[m.group(2)].zfill(int(m.group(1) or 0)), pattern)
+
+
+def recorded_status(statuses: Mapping[int, int], node_of: Sequence[int]) -> int:
+    """The step's exit status as slurmctld records it (sacct's ExitCode), from each task's
+    wait status and the index of the node each rank ran on. Each node's slurmstepd reports
+    the first of its tasks killed by a signal, else its last task's status (22.05's
+    `_get_exit_code` keeps the last, not the highest: tasks 0 exit 3 and 1 exit 0 on one
+    node give 0:0, as the test cluster shows); slurmctld keeps the highest node's."""
+    per_node: dict[int, int] = {}
+    signalled: set[int] = set()
+    for rank in sorted(statuses):
+        node, status = node_of[rank], statuses[rank]
+        if node in signalled:
+            continue
+        per_node[node] = status
+        if status & 0x7F:
+            signalled.add(node)
+    return max(per_node.values(), default=0)
+
+
+def recorded_state(status: int) -> str:
+    """The step's State for that status: a signal is CANCELLED, a code FAILED."""
+    if status & 0x7F:
+        return "CANCELLED"
+    return "FAILED" if status else "COMPLETED"

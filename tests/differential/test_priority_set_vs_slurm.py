@@ -25,13 +25,13 @@ import pytest
 
 from tests.differential.test_priority_vs_slurm import SITE  # one node, one partition
 from tests.support.gateway_env import running_gateway
+from tests.support.slurm_priority_count import COUNTED, fresh_priority_count
 from tests.support.slurm_stack import SlurmStack, slurm_env
 
 pytestmark = pytest.mark.slurm
 
 Run = Callable[[list[str], str | None], subprocess.CompletedProcess[str]]
 LATER = "--begin=now+1hour"
-COUNTED = 1_000_000  # priority/basic's count starts near 2^32: far above any set here
 
 
 def _session(run: Run) -> list[str]:
@@ -88,6 +88,7 @@ def _session(run: Run) -> list[str]:
 
 
 def test_a_priority_set_by_an_operator_or_a_user_as_slurmctld(cluster: SlurmStack) -> None:
+    fresh_priority_count(cluster)
     real_dir = Path(tempfile.mkdtemp(prefix="prio-set-real-", dir="/tmp"))
     real_dir.chmod(0o1777)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.gateway_env import running_gateway
+from tests.support.slurm_priority_count import fresh_priority_count
 from tests.support.slurm_stack import SlurmStack, slurm_env
 
 pytestmark = pytest.mark.slurm
@@ -98,6 +99,7 @@ def _session(run: Run) -> dict[str, str]:
 
 
 def test_priority_basic_counts_as_slurmctld(cluster: SlurmStack) -> None:
+    fresh_priority_count(cluster)
     real_dir = Path(tempfile.mkdtemp(prefix="prio-real-", dir="/tmp"))
     real_dir.chmod(0o1777)
     user = ["runuser", "-u", "tester", "--"]

@@ -399,6 +399,7 @@ async def apply_update(
     if not matched:
         return OpResult(target_name(target), SlurmErrno.INVALID_JOB_ID)
     changed: list[Job] = []
+    lowered: list[Job] = []
     warning: SlurmErrno | None = None
     for job, _ in matched:
         job = gw.jobs.get(job.job_id, job)
@@ -422,7 +423,10 @@ async def apply_update(
                     return OpResult(target_name(target), refused)
             if key.lower() == "priority" and not_persistent(job, out, caller.operator):
                 warning = SlurmErrno.PRIO_RESET_FAIL  # applied, and said to be fleeting
+                lowered.append(out)
             job = out
         changed.append(job)
     await gw.commit(changed, "update", by=caller.uid, fields=dict(fields))
+    for job in lowered:
+        policy_of(gw).lowered_by_user(job)
     return OpResult(target_name(target), warning)

@@ -263,6 +263,14 @@ class PolicyService:
             except StoreError as exc:
                 log.error("job priorities not stored: %s", exc)
 
+    def lowered_by_user(self, job: Job) -> None:
+        """A user lowered their job's priority (scontrol update, not persistent): it stands
+        until the next PriorityCalcPeriod recomputes every pending job, as the
+        multifactor plugin's decay thread does (priority/basic: it simply stays)."""
+        f = self.factors.get(job.job_id)
+        if f is not None:
+            self.factors[job.job_id] = f._replace(priority=job.priority)
+
     def _current(self, job: Job) -> bool:
         """Whether a job's stored priority is the one last computed for it (a new job, a
         release or a nice change makes it stale)."""

@@ -5,6 +5,7 @@ tests/differential/test_priority_set_vs_slurm.py compares the same against the t
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 
@@ -114,3 +115,37 @@ def test_sbatch_priority_is_an_operators_only(tmp_path: Path) -> None:
     assert zero.priority > 1_000_000
     held = policy.admit(replace(asked, hold=Hold.USER, priority=0), operator=True)
     assert (held.priority, held.fixed_priority) == (0, False)  # sbatch -H: the hold wins
+
+
+def test_under_multifactor_a_users_lowered_priority_lasts_until_the_next_calculation(
+    tmp_path: Path,
+) -> None:
+    """The multifactor plugin's decay thread recomputes every pending job once per
+    PriorityCalcPeriod; in between, a user's lowered priority stands (the cycles do not
+    undo it, as they did: it reverted at the next 0.2 s cycle)."""
+    now = [1_800_000_000.0]
+    gw = make_gateway(
+        tmp_path,
+        priority={"PriorityType": "priority/multifactor", "PriorityWeightJobSize": 1000},
+    )
+    gw.clock = lambda: now[0]
+    service = policy_of(gw)
+    job = replace(make_job(5).build(), submit_time=now[0])
+    gw.jobs[job.job_id] = job
+
+    async def scenario() -> list[int]:
+        seen: list[int] = []
+        await service.refresh()
+        seen.append(gw.jobs[5].priority)  # computed
+        lowered = replace(gw.jobs[5], priority=5)
+        gw.jobs[5] = lowered
+        service.lowered_by_user(lowered)
+        for step in (1, 250, 60):  # cycles, then past PriorityCalcPeriod (300 s)
+            now[0] += step
+            await service.refresh()
+            seen.append(gw.jobs[5].priority)
+        return seen
+
+    computed, *after = asyncio.run(scenario())
+    assert computed > 5
+    assert after == [5, 5, computed]

@@ -25,7 +25,7 @@ from containers.attempts import (
 )
 from containers.spool import LOG_ONLY, JobResult, SupervisorInfo, read_json
 from containers.steprecords import read_steps
-from gateway.model.backend import BackendEvent, EventKind
+from gateway.model.backend import BackendEvent, EventKind, step_event
 from gateway.model.job import Step
 from gateway.model.state import JobState, Reason
 
@@ -116,19 +116,8 @@ class RunEvents:
             if tracked.steps.get(step.step_id) == sig:
                 continue
             tracked.steps[step.step_id] = sig
-            events.append(
-                BackendEvent(
-                    job_id=job_id,
-                    kind=EventKind.STEP,
-                    time=step.end_time or step.start_time or time.time(),
-                    state=step.state,
-                    exit_code=step.exit_code,
-                    nodes=step.nodes,
-                    step=step,
-                    run=run,
-                    backend_id=self.backend_id(job_id),
-                )
-            )
+            now = step.start_time or time.time()
+            events.append(step_event(job_id, step, now, run, self.backend_id(job_id)))
         return events
 
     def _running(self, jobdir: Path, info: SupervisorInfo | None) -> bool:

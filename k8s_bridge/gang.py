@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass, field
 
-from gateway.model.backend import BackendEvent, EventKind
+from gateway.model.backend import BackendEvent, EventKind, step_event
 from gateway.model.job import Job, Step, batch_step_state, wait_status
 from gateway.model.state import JobState, Reason
 from k8s_bridge.binder import GangDemand
@@ -200,20 +200,7 @@ class Gang:
         attempt = self.names.attempt
         steps = srun_steps(self.step_records, self.names.job_id, attempt, self.placed_on)
         return [
-            *(
-                BackendEvent(
-                    job_id=s.job_id,
-                    kind=EventKind.STEP,
-                    time=s.end_time or final.time,
-                    state=s.state,
-                    exit_code=s.exit_code,
-                    nodes=s.nodes,
-                    step=s,
-                    run=attempt,
-                    backend_id=self.backend_id,
-                )
-                for s in steps
-            ),
+            *(step_event(s.job_id, s, final.time, attempt, self.backend_id) for s in steps),
             final,
         ]
 

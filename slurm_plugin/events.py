@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 from gateway.model.backend import BackendEvent, EventKind
-from gateway.model.job import Step
 from gateway.model.state import JobState, Reason
 from slurm_plugin.client import JobStatus
 from slurm_plugin.mapping import reason_from_slurm
@@ -27,7 +26,6 @@ __all__ = [
     "finished_event",
     "lost_event",
     "state_event",
-    "step_event",
     "submitted_event",
     "unreachable_event",
     "withdrawn_event",
@@ -123,19 +121,5 @@ def unreachable_event(
         reason=Reason.CLUSTER_UNREACHABLE,
         backend_id=backend_id,
         message=why,
-        run=run,
-    )
-
-
-def step_event(job_id: int, step: Step, now: float, run: int = 0) -> BackendEvent:
-    """One accounting step (sacct) of a finished job."""
-    return BackendEvent(
-        job_id=job_id,
-        kind=EventKind.STEP,
-        time=step.end_time or now,
-        state=step.state,
-        exit_code=step.exit_code,
-        nodes=step.nodes,
-        step=step,
         run=run,
     )

@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gateway.model.backend import BackendEvent, EventKind
+from gateway.model.backend import BackendEvent, EventKind, step_event
 from gateway.model.job import Job
 from gateway.model.state import JobState
 from slurm_plugin.cli import CliClient
@@ -30,7 +30,6 @@ from slurm_plugin.events import (
     finished_event,
     lost_event,
     state_event,
-    step_event,
     submitted_event,
     unreachable_event,
     withdrawn_event,

@@ -24,6 +24,7 @@ __all__ = [
     "EventKind",
     "Launch",
     "RankPlacement",
+    "step_event",
 ]
 
 
@@ -105,6 +106,23 @@ class BackendEvent:
     # when the backend itself started the job (a queueing backend like Slurm starts it after
     # Caldera handed it over, maybe between two polls): replaces the hand-over time
     started_at: float | None = None
+
+
+def step_event(
+    job_id: int, step: Step, now: float, run: int = 0, backend_id: str | None = None
+) -> BackendEvent:
+    """One accounting step (sacct) as a backend reports it: at its end, else at `now`."""
+    return BackendEvent(
+        job_id=job_id,
+        kind=EventKind.STEP,
+        time=step.end_time or now,
+        state=step.state,
+        exit_code=step.exit_code,
+        nodes=step.nodes,
+        step=step,
+        run=run,
+        backend_id=backend_id,
+    )
 
 
 @runtime_checkable

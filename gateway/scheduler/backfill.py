@@ -40,7 +40,7 @@ from gateway.model.jobspec import Sharing
 from gateway.scheduler.bf_params import BackfillParams
 from gateway.scheduler.bf_running import End, cluster_nodes, duration_s, running_index
 from gateway.scheduler.bf_timeline import Releases, Use, uses
-from gateway.scheduler.plugins import Registry, node_test
+from gateway.scheduler.plugins import NodeTests, Registry
 from gateway.scheduler.request import NodeRequest, on_partitions
 from gateway.scheduler.selection import Target
 from gateway.scheduler.snapshot import NodeFree, Snapshot
@@ -87,10 +87,16 @@ class Planner:
     """Start-now checks against binding reservations, and expected starts for blocked jobs."""
 
     def __init__(
-        self, snap: Snapshot, reg: Registry, params: BackfillParams, place: PlaceFn
+        self,
+        snap: Snapshot,
+        reg: Registry,
+        params: BackfillParams,
+        place: PlaceFn,
+        tests: NodeTests,
     ) -> None:
         self._snap = snap
         self._reg = reg
+        self._tests = tests  # the cycle's filter verdicts, shared with its start tests
         self._params = params
         self._place = place
         self.now = snap.now
@@ -194,6 +200,12 @@ class Planner:
             self._started.append((job, chosen[1], end))
         return chosen
 
+    def close(self) -> None:
+        """Drop the release timeline once the cycle is done: it calls back into the planner
+        (the one reference cycle a planner makes), and until broken that cycle left all the
+        planner's records to the garbage collector instead of freeing them on return."""
+        self._timeline = None
+
     def hold(self, placement: Sequence[RankPlacement], free: dict[str, NodeFree]) -> None:
         """Keep a preemptor's placement out of what later jobs may use now (it starts
         once its victims have ended: scheduler/preempt.py); never below nothing."""
@@ -285,7 +297,7 @@ class Planner:
         one = on_partitions(req, (target.partition,))
         within = cluster_nodes(self._snap, target.cluster)
         binding, pool = self._binding, self._pool
-        ok = node_test(self._reg.filters, one, self._snap)
+        ok = self._tests.test(one)
 
         cands: set[str] = set()  # nodes that fit once what has ended by t is given back
         plain: dict[str, NodeFree] = {}  # those no binding reservation holds, as of t
@@ -366,7 +378,7 @@ class Planner:
             view = {}
             for n, f in self._pool.items():
                 if n in self._binding:
-                    f = self._window_now(n, f, end)
+                    f = self._window_now(n, f, end, key[1])
                     if f.cpus <= 0:
                         continue  # reserved for the whole run: no share fits
                 view[n] = f
@@ -375,12 +387,12 @@ class Planner:
             self._views[key] = view
         return view
 
-    def _window_now(self, n: str, f: NodeFree, end: float) -> NodeFree:
+    def _window_now(self, n: str, f: NodeFree, end: float, overlaps: tuple[bool, ...]) -> NodeFree:
         """`_window(n, f, now, end)`, kept per node and per set of reservations the run
-        overlaps (that is all it depends on while the node's record `f` is unchanged): a
-        cycle tests hundreds of jobs against the same few reservations."""
-        holds = self._binding[n]
-        key = (n, tuple(h.start < end for h in holds))
+        overlaps (`overlaps`: which binding starts are before `end`, which says which of the
+        node's holds the run overlaps; that is all it depends on while the node's record `f`
+        is unchanged): a cycle tests hundreds of jobs against the same few reservations."""
+        key = (n, overlaps)
         hit = self._windows.get(key)
         if hit is not None and hit[0] is f:
             return hit[1]

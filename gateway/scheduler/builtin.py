@@ -4,7 +4,7 @@ partition limits, node fit (cpus, memory, GPUs, features, node lists) and bin pa
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from gateway.model.cluster import UNAVAILABLE
 from gateway.model.job import Hold, Job
@@ -190,6 +190,22 @@ class ResourceFit:
     """A node fits when it is in the partition and up, and has the cpus, memory and GPUs."""
 
     name = "fit"
+
+    def verdict_key(self, req: NodeRequest) -> Hashable:
+        """The fields `fits` reads (keep in step with it: NodeTests shares verdicts by it)."""
+        return (
+            req.cpus,
+            req.exclusive,
+            req.partitions,
+            req.nodelist,
+            req.exclude,
+            req.constraint,
+            req.memory_mb,
+            req.mem_per_cpu_mb,
+            req.gpus,
+            req.gpu_type,
+            req.gpu_memory_mb,
+        )
 
     def fits(self, req: NodeRequest, free: NodeFree, snap: Snapshot) -> bool:
         """Room for one node's share of the gang."""

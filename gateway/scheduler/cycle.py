@@ -26,7 +26,8 @@ from gateway.model.job import Job, RankPlacement
 from gateway.model.state import Reason
 from gateway.scheduler.backfill import Planned, Planner
 from gateway.scheduler.bf_running import cluster_nodes
-from gateway.scheduler.plugins import OK, Code, QueueOrder, Registry, node_test
+from gateway.scheduler.gc_pause import gc_paused
+from gateway.scheduler.plugins import OK, Code, NodeTests, QueueOrder, Registry, score_key
 from gateway.scheduler.preempt import Preemption
 from gateway.scheduler.records import rank
 from gateway.scheduler.request import NodeRequest, on_partitions, spec_request, task_capacity
@@ -112,19 +113,19 @@ def _candidates(
     snap: Snapshot,
     within: frozenset[str] | None = None,
     checked: bool = False,
+    tests: NodeTests | None = None,
 ) -> list[NodeFree]:
     """The nodes (of `within`, when given: the selected cluster's) that fit, best first;
     `checked`: every node of `free` is known to be of `within` and to pass the filters (a
-    reservation search hands over only such nodes), so they are not asked again."""
-    scores = reg.scores
-    nodes = free.values() if within is None else (f for f in free.values() if f.node.name in within)
+    reservation search hands over only such nodes), so they are not asked again; `tests`:
+    the cycle's remembered verdicts (a fresh set when not given)."""
     if checked:
         fits = list(free.values())
     else:
-        ok = node_test(reg.filters, req, snap)
-        fits = [f for f in nodes if ok(f)]
-    if scores:
-        fits.sort(key=lambda f: (-sum(s.score(req, f, snap) for s in scores), f.node.name))
+        tests = NodeTests(reg.filters, snap) if tests is None else tests
+        fits = tests.select(req, free.values(), within)
+    if reg.scores:
+        fits.sort(key=score_key(reg.scores, req, snap))
     else:  # every score is 0: the order is the names'
         fits.sort(key=_name)
     return fits
@@ -141,8 +142,9 @@ def _place(
     snap: Snapshot,
     within: frozenset[str] | None = None,
     checked: bool = False,
+    tests: NodeTests | None = None,
 ) -> tuple[RankPlacement, ...] | None:
-    cands = _candidates(req, free, reg, snap, within, checked)
+    cands = _candidates(req, free, reg, snap, within, checked, tests)
     if len(cands) < req.nodes:
         return None
     if req.spread:
@@ -247,12 +249,13 @@ def _place_on_targets(
     reg: Registry,
     snap: Snapshot,
     checked: bool = False,
+    tests: NodeTests | None = None,
 ) -> tuple[Target, tuple[RankPlacement, ...]] | None:
     """The first target (in the selector's order) the gang fits on now, with its placement
-    (`checked`: as `_candidates` says)."""
+    (`checked`, `tests`: as `_candidates` says)."""
     for target in targets:
         one = on_partitions(req, (target.partition,))
-        placement = _place(job, one, free, reg, snap, _nodes_of((target,), snap), checked)
+        placement = _place(job, one, free, reg, snap, _nodes_of((target,), snap), checked, tests)
         if placement is not None:
             return target, placement
     return None
@@ -264,10 +267,12 @@ def fits_now(
     """Whether enough nodes of one of the targets could take the job's share now (`free`
     unchanged): the router's "starts now" on a cluster the gateway places on."""
     req = spec_request(job.spec)
+    tests = NodeTests(reg.filters, snap)
     for target in targets:
         one = on_partitions(req, (target.partition,))
         nodes = 1 if one.spread else one.nodes
-        if len(_candidates(one, free, reg, snap, _nodes_of((target,), snap))) >= nodes:
+        within = _nodes_of((target,), snap)
+        if len(_candidates(one, free, reg, snap, within, False, tests)) >= nodes:
             return True
     return False
 
@@ -299,6 +304,13 @@ def run_cycle(
     job that cannot start may name running jobs to preempt, scheduler/preempt.py).
     `estimates`: whether blocked jobs get an expected start (None: when bf_interval says
     a round is due, which this cycle then counts as the last)."""
+    with gc_paused():
+        return _run(snap, reg, preempt, estimates)
+
+
+def _run(
+    snap: Snapshot, reg: Registry, preempt: Preemption | None, estimates: bool | None
+) -> CycleResult:
     params = reg.backfill
     if estimates is None:
         estimates = params.estimates_due(reg.estimated_at, snap.now)
@@ -311,11 +323,11 @@ def run_cycle(
     order = reg.queue_order
     queue = sorted(snap.pending, key=partial(_key, order, snap)) if order else list(snap.pending)
     eligible: list[Job] = []
-    gates = reg.gates
+    checks = tuple(gate.check for gate in reg.gates)  # bound once, not per job and gate
     for job in queue:
         status = None
-        for gate in gates:
-            st = gate.check(job, snap)
+        for check in checks:
+            st = check(job, snap)
             if st is not OK and not st.ok:  # most verdicts are the shared OK
                 status = st
                 break
@@ -326,11 +338,13 @@ def run_cycle(
         else:
             result.reasons[job.job_id] = status.reason
     running_tasks = dict(snap.running_tasks)
+    tests = NodeTests(reg.filters, snap)  # this cycle's verdicts, shared with the planner
     planner = Planner(
         snap,
         reg,
         params,
-        lambda j, r, t, f, checked: _place_on_targets(j, r, t, f, reg, snap, checked),
+        lambda j, r, t, f, checked: _place_on_targets(j, r, t, f, reg, snap, checked, tests),
+        tests,
     )
     blocked = False
     for at, job in enumerate(eligible):
@@ -407,6 +421,7 @@ def run_cycle(
             if task is None:
                 break
     result.planned = planner.plan
+    planner.close()
     return result
 
 

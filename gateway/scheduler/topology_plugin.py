@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, islice
 from operator import attrgetter
@@ -231,6 +231,10 @@ class RdmaFit:
 
     name = "rdma"
 
+    def verdict_key(self, req: NodeRequest) -> Hashable:
+        """The field `fits` reads (NodeTests shares verdicts by it)."""
+        return req.constraint
+
     def fits(self, req: NodeRequest, free: NodeFree, snap: Snapshot) -> bool:
         """Whether the node has the RDMA the job asks for."""
         wanted = rdma_required(req.constraint)
@@ -255,6 +259,10 @@ class GpuMemoryFit:
 
     def __init__(self, unknown_ok: bool = False) -> None:
         self.unknown_ok = unknown_ok
+
+    def verdict_key(self, req: NodeRequest) -> Hashable:
+        """The fields `fits` reads (NodeTests shares verdicts by it)."""
+        return (req.gpus, req.gpu_memory_mb)
 
     def fits(self, req: NodeRequest, free: NodeFree, snap: Snapshot) -> bool:
         """Whether `req.gpus` free GPUs of the node each have `req.gpu_memory_mb` MiB."""

@@ -1,15 +1,16 @@
 """What a gang's pods need for srun/mpirun across ranks (pure; render.py and objects.py use it).
 
-- The launcher (pod_launcher.py, pod_launch_plan.py, pod_wire.py and the local runner's
-  containers/multi_prog.py: standard library only) lives in one ConfigMap per namespace,
-  `<prefix>-launcher`, not in each job's root: it is ~30 KB, and a copy per job would add
-  gigabytes to etcd in a flood of 100,000 jobs. objects.py creates it (or brings its
-  content up to date) before the first gang; pods mount it read-only at /caldera/launch
-  (`bin/srun` first in PATH; `launcher.py agent` on ranks > 0).
+- The launcher (pod_launcher.py, pod_agent.py, pod_init.py, pod_launch_plan.py, pod_wire.py
+  and the local runner's containers/multi_prog.py: standard library only) lives in one
+  ConfigMap per namespace, `<prefix>-launcher`, not in each job's root: it is ~50 KB, and a
+  copy per job would add gigabytes to etcd in a flood of 100,000 jobs. objects.py creates
+  it (or brings its content up to date) before the first gang; pods mount it read-only at
+  /caldera/launch (`bin/srun` first in PATH; `launcher.py init` runs the batch script on
+  rank 0, `launcher.py agent` serves the tasks of ranks > 0).
 - The job's secret: a token in the root ConfigMap (mounted 0400, readable by the job's
   group through fsGroup), HMAC(launcher_key, attempt name), so a retried render gives the
   same value and no random state is kept; `launcher_key` is random per gateway process
-  (K8sOptions). The agents prove the client knows it (pod_launcher.py).
+  (K8sOptions). The agents prove the client knows it (pod_agent.py).
 - The rank addresses: `hosts` in the root, empty at creation, written once every rank has a
   pod IP (`hosts_text`, by the controller); the kubelet refreshes the mounted file.
 """
@@ -33,6 +34,7 @@ from k8s_bridge.names import (
 
 __all__ = [
     "AGENT_PORT",
+    "BATCH_INIT",
     "LAUNCH_DIR",
     "WORKER_COMMAND",
     "hosts_text",
@@ -46,12 +48,14 @@ __all__ = [
 
 Manifest = dict[str, Any]
 LAUNCH_DIR = "/caldera/launch"
-AGENT_PORT = 6818  # slurmd's port; pod_launcher.PORT
+AGENT_PORT = 6818  # slurmd's port; pod_agent.PORT
 _HERE = Path(__file__).parent
 SOURCES = {
     "launcher": (_HERE / "pod_launcher.py").read_text(),
     "launch-plan": (_HERE / "pod_launch_plan.py").read_text(),
     "launch-wire": (_HERE / "pod_wire.py").read_text(),
+    "agent": (_HERE / "pod_agent.py").read_text(),
+    "init": (_HERE / "pod_init.py").read_text(),
     "step-files": (_HERE / "pod_step_files.py").read_text(),
     "multi-prog": (_HERE.parent / "containers" / "multi_prog.py").read_text(),
     "step-rules": (_HERE.parent / "containers" / "step_rules.py").read_text(),
@@ -65,6 +69,17 @@ WORKER_COMMAND = (
     f"for py in /usr/bin/python3 /usr/local/bin/python3; do [ -x $py ] && "
     f"[ -f {LAUNCH_DIR}/launcher.py ] && exec $py {LAUNCH_DIR}/launcher.py agent; done; "
     "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done",
+)
+# Rank 0: the batch command under the launcher's init (pod_init.py: SIGTERM reaches every
+# process of the pod, as slurmstepd's does), or run as PID 1 itself in an image without
+# python3. The command follows as arguments: no user string is part of this text.
+BATCH_INIT = (
+    "/bin/sh",
+    "-c",
+    f"for py in /usr/bin/python3 /usr/local/bin/python3; do [ -x $py ] && "
+    f'[ -f {LAUNCH_DIR}/launcher.py ] && exec $py {LAUNCH_DIR}/launcher.py init "$@"; done; '
+    'exec "$@"',
+    "caldera-init",
 )
 
 
@@ -104,6 +119,8 @@ def launcher_volume(prefix: str) -> Manifest:
                 {"key": "launcher", "path": "bin/srun", "mode": 0o555},
                 {"key": "launch-plan", "path": "lib/k8s_bridge/pod_launch_plan.py"},
                 {"key": "launch-wire", "path": "lib/k8s_bridge/pod_wire.py"},
+                {"key": "agent", "path": "lib/k8s_bridge/pod_agent.py"},
+                {"key": "init", "path": "lib/k8s_bridge/pod_init.py"},
                 {"key": "step-files", "path": "lib/k8s_bridge/pod_step_files.py"},
                 {"key": "multi-prog", "path": "lib/containers/multi_prog.py"},
                 {"key": "step-rules", "path": "lib/containers/step_rules.py"},

@@ -1,17 +1,13 @@
 #!/usr/bin/env python3
-"""srun across a gang's pods: the rank agent and the srun client (runs inside job pods).
+"""srun across a gang's pods, and the entry point of the launcher (runs inside job pods).
 
 Shipped with pod_launch_plan.py in the namespace's launcher ConfigMap (launch.py mounts it
 at /caldera/launch/launcher.py and as /caldera/launch/bin/srun, first in PATH), so it
-imports only the standard library and that file, never the caldera package. Two roles:
+imports only the standard library and the files shipped beside it, never the caldera
+package. Three roles:
 
-- `launcher.py agent`: every rank but 0 runs it instead of a sleep. It listens on
-  CALDERA_AGENT_PORT (6818, slurmd's port) of the pod and runs one task per connection: the
-  client first proves it knows the job's token (HMAC-SHA256 over a fresh nonce and the
-  request's digest, compared in constant time; the token file is 0400 in the pod and never
-  crosses the network), so an unauthenticated peer can send the agent 64 bytes, no more; then
-  it sends argv + environment + directory as JSON, which must match that digest. argv is
-  executed directly (never a shell), stdout/stderr stream back in frames, then the status.
+- `launcher.py init CMD...`: PID 1 of rank 0, running the batch script (pod_init.py).
+- `launcher.py agent`: every rank but 0, running srun's tasks on its node (pod_agent.py).
 - `srun ...` on rank 0 (the batch script's pod): lays the step out on the allocation as
   Slurm 22.05's srun (pod_launch_plan.py), gives each task SLURM_PROCID/LOCALID/NODEID/
   STEP_ID..., runs the tasks of its own node itself and the others through their node's
@@ -32,7 +28,6 @@ import json
 import os
 import signal
 import socket
-import socketserver
 import subprocess
 import sys
 import threading
@@ -44,6 +39,8 @@ if os.path.isdir("/caldera/launch/lib/k8s_bridge"):  # in a pod: the modules bes
     sys.path.insert(0, "/caldera/launch/lib")
 from containers.multi_prog import MultiProgError, multi_prog
 from containers.step_rules import recorded_state, recorded_status
+from k8s_bridge.pod_agent import PORT, TOKEN_PATH, agent, killpg, read_token
+from k8s_bridge.pod_init import run as run_init
 from k8s_bridge.pod_launch_plan import (
     UNSUPPORTED,
     SrunExit,
@@ -58,7 +55,6 @@ from k8s_bridge.pod_launch_plan import (
 from k8s_bridge.pod_step_files import record_step, task_files
 from k8s_bridge.pod_wire import (
     AUTH,
-    AUTH_SIZE,
     ERR,
     EXIT,
     FAIL,
@@ -67,143 +63,14 @@ from k8s_bridge.pod_wire import (
     REQUEST,
     SIGNAL,
     ProtocolError,
-    authentic,
     frame,
-    matches,
-    parse_request,
     proof,
     read_frame,
 )
 
-JOB_DIR = "/caldera/job"
-TOKEN_PATH = f"{JOB_DIR}/token"
-HOSTS_PATH = f"{JOB_DIR}/hosts"
-PORT = 6818
+HOSTS_PATH = "/caldera/job/hosts"
 _FORWARDED: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _FORWARDED += (signal.SIGUSR1, signal.SIGUSR2)
-
-
-def read_token(path: str = TOKEN_PATH) -> bytes:
-    with open(path, "rb") as f:
-        return f.read().strip()
-
-
-# --- the agent --------------------------------------------------------------------------
-
-
-class _Task(socketserver.StreamRequestHandler):
-    """One connection: authenticate, run one task, stream it, report its end."""
-
-    token = b""
-    node = ""
-
-    def send(self, kind: bytes, payload: bytes = b"") -> None:
-        with self.lock:
-            self.wfile.write(frame(kind, payload))
-            self.wfile.flush()
-
-    def handle(self) -> None:
-        self.lock = threading.Lock()
-        nonce = os.urandom(32)
-        try:
-            self.connection.settimeout(30)  # a peer that says nothing does not hold a thread
-            self.send(HELLO, nonce)
-            kind, answer = read_frame(self.rfile, AUTH_SIZE)  # nothing larger unauthenticated
-            if kind != AUTH or not authentic(self.token, nonce, answer):
-                self.send(FAIL, b"authentication failed")
-                return
-            kind, payload = read_frame(self.rfile)
-            if kind != REQUEST or not matches(answer, payload):
-                raise ProtocolError("the request is not the one authenticated")
-            argv, env, cwd = parse_request(payload)
-            self.connection.settimeout(None)
-        except (EOFError, ProtocolError, OSError) as exc:
-            with_message = str(exc) or "connection closed"
-            with contextlib.suppress(OSError):
-                self.send(FAIL, with_message.encode())
-            return
-        self.run(argv, env, cwd)
-
-    def run(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
-        if not os.path.isdir(cwd):
-            note = f"slurmstepd: error: couldn't chdir to `{cwd}': No such file or directory:"
-            self.send(ERR, f"{note} going to /tmp instead\n".encode())
-            cwd = "/tmp"
-        try:
-            proc = subprocess.Popen(
-                argv,
-                env=env,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            line = f"slurmstepd-{self.node}: error: execve(): {argv[0]}: {exc.strerror}\n"
-            self.send(ERR, line.encode())
-            self.send(EXIT, json.dumps({"status": (exc.errno or 1) << 8}).encode())
-            return
-        pumps = [
-            threading.Thread(target=self.pump, args=(proc.stdout, OUT), daemon=True),
-            threading.Thread(target=self.pump, args=(proc.stderr, ERR), daemon=True),
-        ]
-        for t in pumps:
-            t.start()
-        threading.Thread(target=self.control, args=(proc,), daemon=True).start()
-        code = proc.wait()
-        for t in pumps:
-            t.join()
-        status = (-code) & 0x7F if code < 0 else (code & 0xFF) << 8
-        with contextlib.suppress(OSError):
-            self.send(EXIT, json.dumps({"status": status}).encode())
-            self.connection.shutdown(socket.SHUT_RDWR)  # ends control()'s read
-
-    def pump(self, pipe: BinaryIO, kind: bytes) -> None:
-        for chunk in iter(lambda: pipe.read1(65536), b""):  # type: ignore[attr-defined]
-            with contextlib.suppress(OSError):
-                self.send(kind, chunk)
-        pipe.close()
-
-    def control(self, proc: subprocess.Popen[bytes]) -> None:
-        """Signals srun forwards; srun gone (the connection closed) kills the task."""
-        try:
-            while True:
-                kind, payload = read_frame(self.rfile)
-                if kind == SIGNAL and payload.isdigit():
-                    _killpg(proc.pid, int(payload))
-        except (EOFError, ProtocolError, OSError, ValueError):
-            if proc.poll() is None:
-                _killpg(proc.pid, signal.SIGKILL)
-
-
-def _killpg(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
-
-
-class _Server(socketserver.ThreadingTCPServer):
-    allow_reuse_address = True
-    daemon_threads = True
-
-
-def server(port: int, token: bytes, node: str) -> socketserver.ThreadingTCPServer:
-    """The agent's listening server (port 0: any free port, for tests)."""
-    handler = type("Handler", (_Task,), {"token": token, "node": node})
-    return _Server(("0.0.0.0", port), handler)  # noqa: S104 - the pod's own address
-
-
-def agent(port: int = PORT, token_path: str = TOKEN_PATH) -> int:
-    """Serve tasks until SIGTERM (the pod's end)."""
-    token = read_token(token_path)
-    if not token:
-        sys.stderr.write(f"caldera agent: no token in {token_path}\n")
-        return 1
-    srv = server(port, token, os.uname().nodename)
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    srv.serve_forever()
-    return 0
-
 
 # --- srun -------------------------------------------------------------------------------
 
@@ -353,7 +220,7 @@ class Local:
 
     def signal(self, signum: int) -> None:
         if self.proc is not None:
-            _killpg(self.proc.pid, signum)
+            killpg(self.proc.pid, signum)
 
 
 def _step_id() -> int:
@@ -459,11 +326,14 @@ def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
 
 
 def main(argv: Sequence[str]) -> int:
-    """`srun ...` (by the name it is called) or `launcher.py agent`."""
+    """`srun ...` (by the name it is called), `launcher.py agent` or `launcher.py init`."""
     if os.path.basename(argv[0]) != "srun":
         if argv[1:2] == ["agent"]:
-            return agent(int(os.environ.get("CALDERA_AGENT_PORT", PORT)))
-        sys.stderr.write("usage: srun [options] command... | launcher.py agent\n")
+            port = int(os.environ.get("CALDERA_AGENT_PORT", PORT))
+            return agent(port, os.environ.get("CALDERA_TOKEN_FILE", TOKEN_PATH))
+        if argv[1:2] == ["init"]:
+            return run_init(argv[2:])
+        sys.stderr.write("usage: srun [options] command... | launcher.py agent|init ...\n")
         return 2
     if "SLURM_JOB_ID" not in os.environ:
         sys.stderr.write("srun: error: not inside a job (SLURM_JOB_ID is not set)\n")

@@ -26,7 +26,13 @@ from typing import Any
 
 from gateway.model.jobspec import JobSpec
 from k8s_bridge.files import JobFiles, job_files
-from k8s_bridge.launch import job_token, launcher_mount, launcher_volume, search_path
+from k8s_bridge.launch import (
+    BATCH_INIT,
+    job_token,
+    launcher_mount,
+    launcher_volume,
+    search_path,
+)
 from k8s_bridge.names import (
     ANN_JOB_NAME,
     ANN_RANKS,
@@ -214,7 +220,7 @@ def _pod_spec(
     if share.memory_mb:
         shm["sizeLimit"] = f"{max(int(share.memory_mb * opts.shm_fraction), 1)}Mi"
     command = (
-        files.batch_command(SCRIPT_PATH, spec.script_args)
+        [*BATCH_INIT, *files.batch_command(SCRIPT_PATH, spec.script_args)]
         if rank == 0
         else list(opts.worker_command)
     )

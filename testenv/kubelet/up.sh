@@ -97,6 +97,14 @@ for ((i = 1; i <= KUBELET_NODES; i++)); do
   fi
   ip route replace "$(pod_cidr "$i")" via "$(node_ip "$i")" dev "$BRIDGE"
 done
+# pods on different nodes reach each other through the bridge, node to node: through the
+# host's default route they would need the host to forward (net.ipv4.ip_forward, off on a
+# fresh machine, and not this script's to turn on)
+for ((i = 1; i <= KUBELET_NODES; i++)); do
+  for ((j = 1; j <= KUBELET_NODES; j++)); do
+    [ "$i" = "$j" ] || ip -n "$(netns_of "$i")" route replace "$(pod_cidr "$j")" via "$(node_ip "$j")" dev eth0
+  done
+done
 
 # --- images: the pause image and the job image, from Debian's busybox-static -----------------
 step images

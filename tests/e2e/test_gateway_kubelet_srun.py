@@ -12,6 +12,7 @@ suite short.
 
 from __future__ import annotations
 
+import os
 import pwd
 import re
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from k8s_bridge.kube import KubeClient
-from tests.integration.test_k8s_bridge_helpers import admin_client, assert_nothing_left
+from tests.integration.test_k8s_bridge_helpers import admin_client, assert_nothing_left, wait_until
 from tests.support.gateway_env import Gateway, discard_gateway, start_gateway
 from tests.support.kubelet_env import KubeletEnv
 from tests.support.kubelet_gateway import cluster_config, job_namespace, user_home, user_tree
@@ -174,4 +175,40 @@ def test_srun_and_mpirun_reach_every_rank_across_both_nodes(
         f"to-file 2 {pod1}",
         f"to-file 3 {pod1}",
     ], output
+    assert_nothing_left(kube, ns)
+
+
+TERM_SCRIPT = """#!/bin/sh
+srun -N 2 --ntasks-per-node=1 sh -c 'trap "sleep 1; echo TERM $SLURM_PROCID $(hostname) \
+>term.$SLURM_PROCID; exit 0" TERM; touch ready.$SLURM_PROCID; while :; do sleep 0.1; done'
+echo after-srun
+"""
+
+
+def test_scancel_sends_sigterm_to_the_script_and_every_task_on_both_nodes(
+    gw: Gateway, kubelet_env: KubeletEnv, ns: str, home: Path
+) -> None:
+    """scancel as Slurm's: SIGTERM to every process of the job (slurmstepd signals the
+    step's whole cgroup), SIGKILL after KillWait. The kubelet signals a pod's PID 1 only;
+    the launcher's init (rank 0) and agent (rank 1) pass it on, and wait for the tasks: the
+    script, which sets no trap, ends there, and each task's trap (1 s long) runs to its end
+    on both nodes. Before, the script ignored the SIGTERM as PID 1 and every task was
+    SIGKILLed at the end of the grace without seeing it."""
+    kube: KubeClient = admin_client(kubelet_env.k8s)
+    (home / "job.sh").write_text(TERM_SCRIPT)
+    job = gw.sbatch("-p", kubelet_env.partition, "-N", "2", "job.sh", cwd=home, user="tester")
+    try:
+        wait_until("both tasks", lambda: all((home / f"ready.{r}").exists() for r in (0, 1)), 180)
+    except AssertionError:
+        out = home / f"slurm-{job}.out"
+        print(gw.job(job), out.read_text() if out.exists() else "no output", os.listdir(home))
+        raise
+    gw.ok(["scancel", str(job)])
+    gw.wait(job, timeout=60)
+    assert gw.job(job)["state"] == "CANCELLED"
+    pods = [f"caldera-{job}-0", f"caldera-{job}-1"]
+    wait_until("each task's trap ran", lambda: all((home / f"term.{r}").exists() for r in (0, 1)))
+    for rank in (0, 1):
+        assert (home / f"term.{rank}").read_text() == f"TERM {rank} {pods[rank]}\n"
+    assert "after-srun" not in (home / f"slurm-{job}.out").read_text()  # the script ended
     assert_nothing_left(kube, ns)

@@ -19,6 +19,7 @@ from gateway.model.job import Job, RankPlacement
 from gateway.model.jobspec import JobSpec
 from gateway.model.state import JobState
 from gateway.model.values import GresItem
+from k8s_bridge import launch
 from k8s_bridge.names import GangNames
 from k8s_bridge.options import GangMode, K8sOptions, SharedDir, Toleration
 from k8s_bridge.render import GangManifests, TranslationError, render_gang
@@ -172,7 +173,7 @@ def test_podgroup_asks_for_every_rank_at_once() -> None:
 def test_rank_zero_runs_the_script_and_the_others_wait() -> None:
     gang = rendered("mpi_gpu_ib_caldera")
     first, second = (p["spec"]["containers"][0] for p in gang.pods)
-    assert first["command"] == ["/caldera/job/script", "--epochs", "3"]
+    assert first["command"] == [*launch.BATCH_INIT, "/caldera/job/script", "--epochs", "3"]
     assert second["command"][0] == "/bin/sh"
     assert gang.root["data"]["script"] == SCRIPT
 
@@ -336,7 +337,8 @@ def test_files_land_in_the_shared_submit_directory_as_slurmstepd_opens_them() ->
         assert container["workingDir"] == "/home/alice/run"
         mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
         assert (mounts["shared-0"], mounts["shared-1"]) == ("/home", "/scratch")
-    command = _rank0(manifests)["command"]
+    init, command = _rank0(manifests)["command"][:4], _rank0(manifests)["command"][4:]
+    assert tuple(init) == launch.BATCH_INIT
     assert command[:2] == ["/bin/sh", "-c"]
     assert command[3] == "/caldera/job/script"
     line = command[2]
@@ -346,7 +348,7 @@ def test_files_land_in_the_shared_submit_directory_as_slurmstepd_opens_them() ->
 
 def test_without_a_filesystem_map_the_output_stays_in_the_pod_log() -> None:
     manifests = render_gang(request(spec()), K8sOptions(), GangMode.CALDERA)
-    assert _rank0(manifests)["command"] == ["/caldera/job/script"]
+    assert _rank0(manifests)["command"] == [*launch.BATCH_INIT, "/caldera/job/script"]
     assert "workingDir" not in _rank0(manifests)
 
 

@@ -21,9 +21,8 @@ from containers.srun_layout import SrunExit as LayoutExit
 from containers.srun_layout import plan_step
 from gateway.compat.job_env import TaskIds, compress_hostlist, task_environment
 from gateway.model.jobspec import JobSpec
-from k8s_bridge import launch
+from k8s_bridge import launch, pod_agent
 from k8s_bridge import pod_launch_plan as lp
-from k8s_bridge import pod_launcher as pl
 from k8s_bridge import pod_wire as wire
 from k8s_bridge.names import GangNames
 from k8s_bridge.options import GangMode, K8sOptions
@@ -88,7 +87,7 @@ def test_bad_requests_are_refused(payload: bytes) -> None:
 
 @pytest.fixture
 def agent() -> Iterator[int]:
-    srv = pl.server(0, TOKEN, "node-b")
+    srv = pod_agent.server(0, TOKEN, "node-b")
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield srv.server_address[1]
     srv.shutdown()

@@ -144,6 +144,14 @@ class Tracking:
     ended_file: Path
 
 
+def _group_of(pid: int) -> int | None:
+    """The process group of `pid` (None once it is gone)."""
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
 class ProcessRunner:
     """The script as a process in its own session, as the job's user (slurmstepd's way),
     inside the attempt's process group (cgroup) when `tracking` is given."""
@@ -226,16 +234,37 @@ class ProcessRunner:
                 os.kill(self.pid, sig)
 
     def signal_all(self, sig: int) -> None:
+        """`sig` to every process of the job: the script's process group, the attempt's
+        group (what escaped the session too) and the supervisor's descendants. These
+        overlap, and a catchable signal goes once to each process, as slurmstepd sends
+        it once to each process of the step's cgroup: a script's `trap ... TERM` ran
+        twice at a scancel where Slurm runs it once."""
         tracking = self.tracking
-        if tracking is not None:  # the whole cgroup: what escaped the session too
-            if sig == signal.SIGKILL:
-                tracking.tracker.kill_all(tracking.attempt)
-            else:
-                tracking.tracker.signal(tracking.attempt, sig)
-        if self.pid:
+        if sig == signal.SIGKILL:  # no handler runs: kill everything every way it is found
+            if tracking is not None:
+                tracking.tracker.kill_all(tracking.attempt)  # forks racing the kill too
+            self._killpg(sig)
+            signal_processes(descendants(), sig)
+            return
+        others = {p.pid for p in descendants()}
+        if tracking is not None:
+            others.update(tracking.tracker.pids(tracking.attempt))
+        if self._killpg(sig):
+            others = {pid for pid in others if _group_of(pid) != self.pid}
+        for pid in sorted(others):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.pid, sig)
-        signal_processes(descendants(), sig)
+                os.kill(pid, sig)
+
+    def _killpg(self, sig: int) -> bool:
+        """`sig` to the script's process group (never pid 0: the supervisor's own); whether
+        it was sent."""
+        if not self.pid:
+            return False
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
 
     def rss_kb(self) -> int:
         tracking = self.tracking

@@ -182,6 +182,29 @@ def test_cancel_terminates_the_job_and_records_cancelled(local_env: Env) -> None
     assert exit_code_pair(backend.steps(launch.job.job_id)[0].exit_code) == (0, 15)
 
 
+def test_cancel_runs_the_scripts_term_trap_once_as_slurm_does(local_env: Env) -> None:
+    """The test cluster (22.05, scancel of this script as `tester`) wrote: started, the
+    CANCELLED line, bash's `Terminated` for its sleep, got-TERM once; the loop ran on until
+    KillWait's SIGKILL (batch step CANCELLED 0:9). Caldera's trap ran twice: the script was
+    signalled through its process group and again as one of the job's processes."""
+    backend = local_env.backend(kill_wait=1.0)
+    script = (
+        "#!/bin/bash\ntrap 'echo got-TERM' TERM\necho started\n"
+        "for i in $(seq 1 600); do sleep 0.1; done\necho end\n"
+    )
+    launch = make_launch(local_env, script)
+    backend.submit(launch)
+    out = local_env.work / f"slurm-{launch.job.job_id}.out"
+    wait_until(lambda: out.exists() and "started" in out.read_text())
+    backend.cancel(launch.job)
+    wait_for(backend, launch.job.job_id)
+    lines = out.read_text().splitlines()
+    assert lines[0] == "started"
+    assert lines[1].startswith(f"slurmstepd-{NODE}: error: *** JOB {launch.job.job_id} ON")
+    assert lines[2:] == ["Terminated", "got-TERM"], lines
+    assert exit_code_pair(backend.steps(launch.job.job_id)[0].exit_code) == (0, 9)
+
+
 def test_cancel_with_a_signal_and_batch_only_signals_the_shell(local_env: Env) -> None:
     backend = local_env.backend()
     script = (

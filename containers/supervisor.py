@@ -112,15 +112,20 @@ class Supervisor:
         return requests
 
     def _step_pids(self) -> list[psutil.Process]:
-        """Task processes of running srun steps that really are the job's processes."""
+        """The processes of running srun steps, tasks and what they started (slurmstepd
+        signals the step's whole cgroup: a task's `sleep` dies of a USR1 its shell traps),
+        that really are the job's processes."""
         mine = {p.pid: p for p in descendants()}
-        out: list[psutil.Process] = []
+        out: dict[int, psutil.Process] = {}
         for data in srun_records(self.dir, self.plan.uid).values():
             pids = data.get("task_pids")
             if data.get("state") != "RUNNING" or not isinstance(pids, list):
                 continue
-            out.extend(mine[pid] for pid in pids if isinstance(pid, int) and pid in mine)
-        return out
+            for task in (mine[pid] for pid in pids if isinstance(pid, int) and pid in mine):
+                out[task.pid] = task
+                with contextlib.suppress(psutil.Error):
+                    out.update((p.pid, p) for p in task.children(recursive=True))
+        return list(out.values())
 
     def _signal_steps(self, sig: int) -> None:
         for proc in self._step_pids():

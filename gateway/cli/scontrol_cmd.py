@@ -6,13 +6,22 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gateway.cli.common import GatewayError, call, cluster_from, fetch_jobs, site_from, write_out
+from gateway.cli.common import (
+    GatewayError,
+    call,
+    cluster_from,
+    fetch_jobs,
+    site_from,
+    write_out,
+)
 from gateway.cli.node_view import nodes_view, partition_extras
 from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
 from gateway.cli.progress import Ticker
+from gateway.compat.begin import TimeSpecError, parse_time
 from gateway.compat.cnum import parse_uint32, strtol
 from gateway.compat.duration import time_str_to_mins
 from gateway.compat.job_list_order import list_order
@@ -356,6 +365,18 @@ def _update_node(args: list[str]) -> int:
     return 0
 
 
+def _begin(text: str) -> int | None:
+    """StartTime=/EligibleTime= as scontrol reads it: parse_time, never before now; an
+    invalid time is reported and the field left out (then "No changes specified")."""
+    now = time.time()
+    try:
+        begin = parse_time(text, now)
+    except TimeSpecError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return None
+    return max(begin, int(now)) if begin else None
+
+
 def _update(args: list[str]) -> int:
     if args and args[0].lower().startswith("nodename="):
         return _update_node(args)
@@ -372,6 +393,10 @@ def _update(args: list[str]) -> int:
             fields["ArrayTaskThrottle"] = value
         elif k in ("jobid", "job"):
             job = value
+        elif len(k) >= 2 and ("eligibletime".startswith(k) or "starttime".startswith(k)):
+            begin = _begin(value)
+            if begin is not None:
+                fields["StartTime"] = str(begin)
         elif k in _UPDATE_KEYS:
             if k == "timelimit" and time_str_to_mins(value) == NO_VAL:
                 raise _Fail(f"{_PROG}: error: Invalid TimeLimit value")

@@ -105,17 +105,6 @@ def _eligible_time(job: Job) -> float | None:
     return None
 
 
-def _start_time(job: Job) -> float | None:
-    """A pending job's StartTime is its backfill plan, else its --begin time (slurmctld's
-    expected start)."""
-    if job.start_time is None and job.state is JobState.PENDING:
-        if job.sched_start is not None:
-            return job.sched_start
-        if job.spec.begin:
-            return float(job.spec.begin)
-    return job.start_time
-
-
 def show_job(
     job: Job,
     *,
@@ -173,7 +162,7 @@ def show_job(
     end_text = "Unknown" if job.time_limit == INFINITE and end > now else make_time_str(end)
     deadline = make_time_str(spec.deadline) if spec.deadline else "N/A"
     lines.append(
-        f"StartTime={make_time_str(_start_time(job))} EndTime={end_text} Deadline={deadline}"
+        f"StartTime={make_time_str(job.expected_start)} EndTime={end_text} Deadline={deadline}"
     )
     lines.extend(preempt_line(job, site))
     sus_at = ex.suspend_time or job.suspend_time

@@ -133,6 +133,9 @@ class GatewayConfig:
     local: dict[str, Any] | None = None
     max_array_size: int = 1001
     kill_wait_s: int = 30
+    # slurm.conf AuthInfo=cred_expire (seconds, 5 or more): slurmctld lets a requeued job
+    # start again only cred_expire + 1 s after its run ended (batch_requeue_fini)
+    cred_expire_s: int = 120
     time_scale: float = 1.0  # real seconds per job second (tests shorten time limits)
     min_job_age_s: int = 300
     cycle_interval_s: float = 0.2
@@ -212,6 +215,10 @@ def _coerce(name: str, value: Any) -> Any:
         except ValueError as exc:
             raise ConfigError(f"caldera.toml: {exc}") from None
         return str(value)
+    if name == "cred_expire_s":
+        if not isinstance(value, int) or isinstance(value, bool) or value < 5:
+            raise ConfigError(f"caldera.toml: cred_expire_s={value!r}: 5 seconds or more")
+        return value
     if name == "scheduler_parameters":
         try:
             parse_scheduler_parameters(str(value))

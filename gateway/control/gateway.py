@@ -487,9 +487,12 @@ class Gateway:
         """A finished copy of a job (`by`: the uid that cancelled it)."""
         return replace(ended(job, state, self.clock(), exit_code, reason), cancelled_by=by)
 
-    def requeued(self, job: Job) -> Job:
-        """A requeued copy of a job."""
-        return requeued(job, self.clock())
+    def requeued(self, job: Job, wait: bool = False) -> Job:
+        """A requeued copy of a job; `wait` (scontrol requeue, a preemption): eligible only
+        cred_expire + 1 s later, as slurmctld's batch_requeue_fini makes every requeue wait
+        (a fault's requeue does not: see docs/compatibility.md)."""
+        cfg = self.config
+        return requeued(job, self.clock(), (cfg.cred_expire_s + 1) * cfg.time_scale if wait else 0)
 
     def split_task(self, meta: Job, index: int) -> tuple[Job, Job | None]:
         """Take one pending task out of an array meta record: (task record, new meta)."""

@@ -78,6 +78,16 @@ def update_field(job: Job, key: str, value: str, operator: bool) -> Job | SlurmE
         return _priority(job, value, operator)
     if k == "arraytaskthrottle":
         return _throttle(job, value)
+    if k == "starttime":  # seconds since the epoch, never before now (the client's)
+        begin, end = strtol(value)
+        if end != len(value) or begin <= 0:
+            return SlurmErrno.INVALID_TIME_VALUE
+        if job.state is not JobState.PENDING:
+            return SlurmErrno.JOB_NOT_PENDING
+        # the next cycle says whether it still waits (BeginTime, a requeued job's delay)
+        reason = Reason.NONE if job.reason is Reason.BEGIN_TIME else job.reason
+        spec = replace(spec, begin=begin)
+        return replace(job, spec=spec, reason=reason, eligible_time=None)
     if k == "timemin":
         minutes = time_str_to_mins(value)
         if minutes == NO_VAL:

@@ -37,6 +37,8 @@ __all__ = [
 
 log = logging.getLogger("caldera.ops")
 
+REQUEUED_HELD = "job requeued in held state"  # slurmctld's state_desc for requeuehold
+
 
 @dataclass(frozen=True, slots=True)
 class OpResult:
@@ -253,6 +255,7 @@ async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> lis
                     job,
                     hold=None,
                     reason=Reason.NONE,
+                    state_desc=None if job.state_desc == REQUEUED_HELD else job.state_desc,
                     fixed_priority=job.fixed_priority and job.hold is None,
                     priority=policy_of(gw).number(job),
                 )
@@ -302,9 +305,15 @@ async def requeue(
                     if current.restart_count != job.restart_count:
                         continue  # requeued by someone else meanwhile
                     job = current
-                again = gw.requeued(job)
-                if hold_after:
-                    again = replace(again, hold=Hold.USER, priority=0, reason=Reason.JOB_HELD_USER)
+                again = gw.requeued(job, wait=True)
+                if hold_after:  # squeue's reason on the test cluster: the state_desc
+                    again = replace(
+                        again,
+                        hold=Hold.USER,
+                        priority=0,
+                        reason=Reason.JOB_HELD_USER,
+                        state_desc=REQUEUED_HELD,
+                    )
                 if was_suspended:  # slurmctld holds it for the operator (burst cluster)
                     again = replace(
                         again, hold=Hold.ADMIN, priority=0, reason=Reason.JOB_HELD_ADMIN

@@ -51,7 +51,7 @@ from gateway.control.will_evict import WILL_EVICT, WillEvict
 from gateway.model.backend import BackendError
 from gateway.model.cluster import Partition
 from gateway.model.job import Job
-from gateway.model.state import JobState, Reason
+from gateway.model.state import JobState
 from gateway.model.suspension import SUSPENDED_BY_OPERATOR, caldera_suspended, expected_end
 from gateway.model.values import INFINITE, NO_VAL
 from gateway.policy.model import PolicyState
@@ -78,7 +78,6 @@ __all__ = ["Preempter"]
 log = logging.getLogger("caldera.preempt")
 
 _SIGCONT, _SIGTERM, _SIGKILL = 18, 15, 9
-REQUEUE_DELAY_S = 121  # slurmctld: cred_expire (120 s) + 1 before a requeued job may start
 _REPORT_MARGIN_S = 5.0  # past KillWait: a run that never reports its end is ended anyway
 
 
@@ -275,16 +274,6 @@ class Preempter:
         except StoreError as exc:
             log.error("preemption of job %s not stored: %s", job.job_id, exc)
 
-    def _requeued(self, job: Job) -> Job:
-        """The victim back in the queue as slurmctld requeues it: eligible again only
-        after the credential lifetime (recorded on the burst cluster: Reason=BeginTime,
-        EligibleTime = SubmitTime + 121 s, SubmitTime the moment the run was gone), which
-        also keeps it from taking back the room its preemptor is about to start in."""
-        out = self.gw.requeued(job)
-        delay = math.ceil(REQUEUE_DELAY_S * self.gw.config.time_scale)
-        spec = replace(out.spec, begin=int(self.gw.clock()) + delay)
-        return replace(out, spec=spec, reason=Reason.BEGIN_TIME, eligible_time=None)
-
     async def tick(self) -> None:
         """End the victims whose grace is over, stop SUSPEND victims, resume those whose
         preemptor has ended (each cycle, pending jobs or not)."""
@@ -449,7 +438,9 @@ class Preempter:
         if current.state_desc == WILL_EVICT:
             current = replace(current, state_desc=None)
         if victim.mode is Mode.REQUEUE:
-            out = self._requeued(current)
+            # eligible again only after the credential lifetime, as every requeue (recorded
+            # on the burst cluster), which keeps it from taking back its preemptor's room
+            out = self.gw.requeued(current, wait=True)
         else:  # Slurm: State PREEMPTED, ExitCode the batch shell's (sacct's job row: 0:0)
             out = gw.ended(current, JobState.PREEMPTED, _SIGTERM if status is None else status)
             killed = current.end_time if current.state is JobState.COMPLETING else None

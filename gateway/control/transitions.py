@@ -6,6 +6,7 @@ on its loop thread and commits the result.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from gateway.model.backend import BackendEvent, EventKind
@@ -33,15 +34,22 @@ def ended(
     return ended_suspended(job, out)
 
 
-def requeued(job: Job, now: float) -> Job:
+def requeued(job: Job, now: float, delay_s: float = 0) -> Job:
     """The job back in the queue for its next run (Slurm counts runs in Restarts and, as
     slurmctld does, gives the new run the requeue time as its submit time). The store keeps
-    the run that ended as an attempt record of its own (`sacct --duplicates`)."""
+    the run that ended as an attempt record of its own (`sacct --duplicates`). `delay_s`
+    (real seconds): the next run is not eligible before then (Reason=BeginTime), unless the
+    job's own begin time is later (slurmctld keeps a future --begin)."""
+    begin, reason = job.spec.begin, Reason.NONE
+    if delay_s > 0:
+        begin, reason = max(begin or 0, int(now) + math.ceil(delay_s)), Reason.BEGIN_TIME
     return replace(
         job,
+        spec=job.spec if begin == job.spec.begin else replace(job.spec, begin=begin),
         submit_time=now,
         state=JobState.PENDING,
-        reason=Reason.NONE,
+        reason=reason,
+        eligible_time=None if delay_s > 0 else job.eligible_time,
         start_time=None,
         end_time=None,
         nodes=(),

@@ -154,11 +154,16 @@ class Job:
 
     @property
     def expected_start(self) -> float | None:
-        """When it started, or for a pending job when the backfill plan expects it to
-        (slurmctld's start_time of a pending job); None when unknown."""
+        """When it started, or for a pending job when the backfill plan expects it to, else
+        its begin time (--begin, a requeued job's delay): the start_time slurmctld packs
+        for squeue's %S and scontrol's StartTime; None when unknown."""
         if self.start_time is not None:
             return self.start_time
-        return self.sched_start if self.state is JobState.PENDING else None
+        if self.state is not JobState.PENDING:
+            return None
+        if self.sched_start is not None:
+            return self.sched_start
+        return float(self.spec.begin) if self.spec.begin else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

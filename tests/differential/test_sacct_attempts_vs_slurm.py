@@ -7,8 +7,8 @@ per run: each ended run REQUEUED with its batch step CANCELLED by the requeue's 
 (0:15), then the last record CANCELLED; plain `sacct` shows only the last. Compared: the
 `JobID|State|ExitCode` lines of `sacct -D -P` and of `sacct -P`, and the records (state,
 step names) of `sacct --json`. Normalised: the job id. slurmctld keeps a requeued job
-pending with reason BeginTime for about two minutes; the test lifts that on Slurm's side
-with `scontrol update StartTime=now` (Caldera has no such delay).
+pending with reason BeginTime for cred_expire + 1 s (two minutes), and so does Caldera:
+both sides show that reason, then the test lifts it with `scontrol update StartTime=now`.
 """
 
 from __future__ import annotations
@@ -87,17 +87,20 @@ def _final_sacct(run: Run, job: str) -> list[str]:
     raise AssertionError(f"job {job}: no final record in {lines}")
 
 
-def _scenario(run: Run, job: str, slurm: bool) -> None:
-    """Two requeues of the running job (the second holds it), then a cancel while held."""
+def _scenario(run: Run, job: str) -> list[str]:
+    """Two requeues of the running job (the second holds it), then a cancel while held;
+    the reason squeue gave after each requeue."""
+    reasons = []
     for verb in ("requeue", "requeuehold"):
         _wait_state(run, job, "RUNNING")
         time.sleep(1)  # the batch step is under way (slurmd, the local runner)
         _ok(run, "scontrol", verb, job)
-        if slurm and verb == "requeue":  # lift slurmctld's BeginTime hold of a requeued job
-            _wait_state(run, job, "PENDING")
+        _wait_state(run, job, "PENDING")
+        reasons.append(_ok(run, "squeue", "-h", "-j", job, "-o", "%r").strip())
+        if verb == "requeue":  # lift the BeginTime wait of a requeued job
             _ok(run, "scontrol", "update", f"JobId={job}", "StartTime=now")
-    _wait_state(run, job, "PENDING")
     _ok(run, "scancel", job)
+    return reasons
 
 
 def _json_records(run: Run, job: str) -> list[tuple[str, list[str]]]:
@@ -120,8 +123,7 @@ def test_sacct_lists_every_run_of_a_requeued_job_as_slurm_does(
     try:
         for name, run in sides.items():
             jobs[name] = _ok(run, *submit, user="tester").strip().split(";")[0]
-        for name, run in sides.items():
-            _scenario(run, jobs[name], slurm=name == "slurm")
+        reasons = {name: _scenario(run, jobs[name]) for name, run in sides.items()}
         every = {name: _final_sacct(run, jobs[name]) for name, run in sides.items()}
         latest = {name: _sacct(run, jobs[name]) for name, run in sides.items()}
         records = {name: _json_records(run, jobs[name]) for name, run in sides.items()}
@@ -135,6 +137,8 @@ def test_sacct_lists_every_run_of_a_requeued_job_as_slurm_does(
         "JOB.batch|CANCELLED|0:15",
         "JOB|CANCELLED by 0|0:0",
     ], "the test cluster's Slurm no longer records requeues as 22.05 does"
+    assert reasons["slurm"] == ["BeginTime", "job requeued in held state"], reasons
+    assert reasons["caldera"] == reasons["slurm"]
     assert every["caldera"] == every["slurm"]
     assert latest["caldera"] == latest["slurm"] == ["JOB|CANCELLED by 0|0:0"]
     assert records["caldera"] == records["slurm"]

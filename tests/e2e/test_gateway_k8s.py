@@ -130,6 +130,12 @@ def test_requeue_runs_the_job_again_as_a_new_attempt(
     wait_until("attempt 0 running", lambda: len(_pods(kube, ns, job)) == 2, 60)
     wait_until("the job RUNNING", lambda: _state(gw, job) == "RUNNING", 30)
     gw.ok(["scontrol", "requeue", str(job)])
+    # pending for slurmctld's requeue delay (cred_expire + 1 s), lifted as a user would
+    assert gw.ok(["squeue", "-h", "-j", str(job), "-o", "%T %r"]).split() == [
+        "PENDING",
+        "BeginTime",
+    ]
+    gw.ok(["scontrol", "update", f"JobId={job}", "StartTime=now"])
     wait_until(
         "attempt 1 running",
         lambda: _pods(kube, ns, job) == [f"caldera-{job}-r1-0", f"caldera-{job}-r1-1"],

@@ -207,3 +207,22 @@ def test_a_job_being_handed_over_takes_the_clusters_id_from_its_first_report() -
     lost = after_event(handing, BackendEvent(job_id=9, kind=EventKind.LOST, time=NOW), True, NOW)
     assert lost is not None
     assert (lost.state, lost.backend_id, lost.restart_count) == (JobState.PENDING, None, 1)
+
+
+def test_a_requeued_job_waits_the_credential_lifetime_unless_it_begins_later() -> None:
+    """slurmctld's batch_requeue_fini: begin = now + cred_expire + 1 (121 s on the test
+    cluster: Reason=BeginTime, EligibleTime = the requeue + 121 s); a later --begin of its
+    own stands. A node failure's requeue (a backend's event) does not wait."""
+    out = requeued(_running(), NOW + 0.6, 60.5)
+    assert (out.state, out.reason, out.restart_count) == (JobState.PENDING, Reason.BEGIN_TIME, 1)
+    assert out.spec.begin == int(NOW) + 61  # ceil
+    assert out.eligible_time is None
+    assert out.expected_start == float(int(NOW) + 61)  # squeue %S, scontrol StartTime
+    later = replace(_running(), spec=replace(_running().spec, begin=int(NOW) + 3600))
+    assert requeued(later, NOW, 121).spec.begin == int(NOW) + 3600
+    plain = requeued(_running(), NOW)  # no delay asked
+    assert (plain.reason, plain.spec.begin) == (Reason.NONE, None)
+    lost = BackendEvent(job_id=7, kind=EventKind.LOST, time=NOW)
+    out = after_event(_running(True), lost, True, NOW)
+    assert out is not None
+    assert (out.state, out.reason, out.spec.begin) == (JobState.PENDING, Reason.NONE, None)

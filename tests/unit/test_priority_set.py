@@ -149,3 +149,21 @@ def test_under_multifactor_a_users_lowered_priority_lasts_until_the_next_calcula
     computed, *after = asyncio.run(scenario())
     assert computed > 5
     assert after == [5, 5, computed]
+
+
+def test_start_time_moves_a_pending_jobs_begin_and_only_a_pending_jobs() -> None:
+    """scontrol update StartTime= (or EligibleTime=): the client gives seconds since the
+    epoch, never before now; a requeued job's BeginTime wait is lifted so (what the test
+    cluster does with StartTime=now); a running job is ESLURM_JOB_NOT_PENDING."""
+    waiting = replace(_pending(100), reason=Reason.BEGIN_TIME)
+    waiting = replace(waiting, spec=replace(waiting.spec, begin=2_000_000_000))
+    out = update_field(waiting, "StartTime", "1900000000", operator=False)
+    assert isinstance(out, Job)
+    assert (out.spec.begin, out.reason, out.expected_start) == (1_900_000_000, Reason.NONE, 1.9e9)
+    held = replace(_pending(0), reason=Reason.JOB_HELD_USER, hold=Hold.USER)
+    kept = update_field(held, "StartTime", "1900000000", operator=False)
+    assert isinstance(kept, Job)
+    assert kept.reason is Reason.JOB_HELD_USER
+    running = replace(_pending(100), state=JobState.RUNNING)
+    assert update_field(running, "StartTime", "1900000000", False) is SlurmErrno.JOB_NOT_PENDING
+    assert update_field(waiting, "StartTime", "soon", False) is SlurmErrno.INVALID_TIME_VALUE

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from gateway.cli.fastclient import refusal_text
+
 __all__ = ["Client", "GatewayUnavailable", "socket_path"]
 
 
@@ -95,4 +97,4 @@ def _checked(status: int, data: Any) -> Any:
     detail = data.get("detail") if isinstance(data, dict) else None
     if isinstance(detail, dict):
         raise ApiError(status, int(detail.get("code", 0)), str(detail.get("message", "")))
-    raise ApiError(status, 0, json.dumps(detail if detail is not None else data))
+    raise ApiError(status, 0, refusal_text(detail if detail is not None else data))

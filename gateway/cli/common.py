@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from gateway.cli.fastclient import FastClient, FastClientError
+from gateway.cli.fastclient import FastClient, FastClientError, refusal_text
 from gateway.cli.paths import socket_path
 from gateway.compat.job_fields import site_from
 from gateway.model.cluster import ClusterState
@@ -44,10 +44,7 @@ def call(method: str, url: str, body: Any = None) -> Any:
             f"running ({exc}); start it with: caldera up"
         ) from exc
     if status >= 400:
-        detail = data.get("detail") if isinstance(data, dict) else data
-        if isinstance(detail, dict):
-            raise GatewayError(str(detail.get("message", detail)))
-        raise GatewayError(str(detail))
+        raise GatewayError(refusal_text(data.get("detail") if isinstance(data, dict) else data))
     return data
 
 

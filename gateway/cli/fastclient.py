@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     Socket = _socket.socket
 
-__all__ = ["AnswerLost", "FastClient", "FastClientError"]
+__all__ = ["AnswerLost", "FastClient", "FastClientError", "refusal_text"]
 
 
 class FastClientError(Exception):
@@ -126,3 +126,18 @@ class FastClient:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+
+
+def refusal_text(detail: Any) -> str:
+    """The text of an error answer's `detail`: a Slurm refusal's message, or for a
+    validation report (422) each field and its problem, never the input it echoes."""
+    if isinstance(detail, dict):
+        return str(detail.get("message", detail))
+    if isinstance(detail, list):
+        parts = []
+        for d in detail:
+            if isinstance(d, dict):
+                loc = ".".join(str(p) for p in (d.get("loc") or ())[1:]) or "request"
+                parts.append(f"{loc}: {d.get('msg') or 'invalid value'}")
+        return "; ".join(parts) or "invalid request"
+    return str(detail)

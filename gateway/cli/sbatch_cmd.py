@@ -19,7 +19,7 @@ import resource
 import sys
 import time
 
-from gateway.cli.fastclient import AnswerLost, FastClient, FastClientError
+from gateway.cli.fastclient import AnswerLost, FastClient, FastClientError, refusal_text
 from gateway.cli.paths import environ, socket_path
 
 TYPE_CHECKING = False  # typing costs ~5 ms to import; mypy is told it is True
@@ -242,17 +242,7 @@ def _submit_retrying(client: FastClient, body: dict[str, Any]) -> Any:
 def _call(client: FastClient, url: str, body: Any = None, method: str = "POST") -> Any:
     status, data = client.request(method, url, body)
     if status >= 400:
-        detail = data.get("detail") if isinstance(data, dict) else data
-        message: Any
-        if isinstance(detail, list):  # a validation report: name each field and problem
-            message = "; ".join(
-                f"{'.'.join(str(p) for p in d.get('loc', ())[1:]) or 'request'}: {d.get('msg')}"
-                for d in detail
-                if isinstance(d, dict)
-            )
-        else:
-            message = detail.get("message") if isinstance(detail, dict) else str(detail)
-        raise RuntimeError(message)
+        raise RuntimeError(refusal_text(data.get("detail") if isinstance(data, dict) else data))
     return data
 
 

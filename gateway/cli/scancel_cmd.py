@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.text("signal") is not None:
         signal = signal_name_to_num(opts.text("signal") or "")
         if signal <= 0:
-            sys.stderr.write(f"{_PROG}: error: Invalid job signal: {opts.text('signal')}\n")
+            sys.stderr.write(f"Unknown job signal: {opts.text('signal')}\n")  # 22.05's words
             return 1
     user = opts.text("user")
     if opts.flag("me"):

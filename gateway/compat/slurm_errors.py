@@ -27,6 +27,7 @@ class SlurmErrno(Enum):
     REQUESTED_NODE_CONFIG_UNAVAILABLE = (2014, "Requested node configuration is not available")
     INVALID_JOB_ID = (2017, "Invalid job id specified")
     INVALID_NODE_NAME = (2018, "Invalid node name specified")
+    TRANSITION_STATE_NO_UPDATE = (2020, "Job can not be altered now, try again later")
     ALREADY_DONE = (2021, "Job/step already completing or completed")
     JOB_PENDING = (2024, "Job is pending execution")
     INVALID_FEATURE = (2029, "Invalid feature specification")

@@ -112,17 +112,20 @@ async def cancel(
             if job.state.is_finished:
                 err = err or SlurmErrno.ALREADY_DONE
                 continue
+            unstarted = index is not None or (job.state is JobState.PENDING and not job.backend_id)
+            if unstarted and signal not in (None, 9):
+                # only SIGKILL (a cancel) reaches a job that has not started: slurmctld's
+                # job_signal refuses any other signal (the test cluster: TERM, INT, HUP,
+                # CONT, STOP, USR1 all exit 228 with this error)
+                err = err or SlurmErrno.TRANSITION_STATE_NO_UPDATE
+                continue
             if index is not None:  # a task the meta record still holds
-                if signal is None or signal in (9, 15):
-                    job = _drop_task(changes, job, index)
-                    if job.array_pending is not None:
-                        continue
-                else:
-                    continue  # nothing runs yet: nothing to signal
+                job = _drop_task(changes, job, index)
+                if job.array_pending is not None:
+                    continue
             if job.state is JobState.PENDING and not job.backend_id:
-                if signal is None or signal in (9, 15):
-                    # a pending job keeps its reason (JobHeldUser, Dependency...), as in Slurm
-                    changes.add(gw.ended(job, JobState.CANCELLED, reason=job.reason, by=caller.uid))
+                # a pending job keeps its reason (JobHeldUser, Dependency...), as in Slurm
+                changes.add(gw.ended(job, JobState.CANCELLED, reason=job.reason, by=caller.uid))
                 continue
             await gw.launcher.settled(job.job_id)  # a launch in flight reaches its backend
             job = changes.current(job)
@@ -236,6 +239,15 @@ async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> lis
                 continue
             if job.hold is Hold.ADMIN and not caller.operator:
                 err = SlurmErrno.ACCESS_DENIED
+                continue
+            if job.state.is_finished:
+                err = err or SlurmErrno.JOB_FINISHED
+                continue
+            if job.state is JobState.RUNNING:  # held while running (hold): a number again
+                if job.priority == 0:
+                    changes.add(
+                        replace(job, reason=Reason.NONE, priority=policy_of(gw).number(job))
+                    )
                 continue
             if job.state is not JobState.PENDING:
                 err = err or SlurmErrno.JOB_NOT_PENDING
@@ -364,7 +376,9 @@ async def _each(
     denied: SlurmErrno,
     forward: Callable[[Changes, Job], Awaitable[SlurmErrno | None]],
 ) -> list[OpResult]:
-    """Change every pending job the targets name (scontrol hold), committed once."""
+    """Hold every job the targets name (scontrol hold), committed once: a pending job is
+    held; a running one runs on at priority 0 with the hold's reason, as on the test
+    cluster (22.05), until `scontrol release` gives it a number again."""
     changes = Changes(gw, kind, caller.uid)
     await changes.load(targets)
     results: list[OpResult] = []
@@ -378,6 +392,12 @@ async def _each(
             job = changes.current(job)
             if not _allowed(job, caller):
                 err = denied
+                continue
+            if job.state.is_finished:
+                err = err or SlurmErrno.JOB_FINISHED
+                continue
+            if job.state is JobState.RUNNING:  # runs on at priority 0, with the hold's reason
+                changes.add(replace(change(job), hold=None))
                 continue
             if job.state is not JobState.PENDING:
                 err = err or SlurmErrno.JOB_NOT_PENDING

@@ -62,7 +62,8 @@ def _until_steps(argv: list[str], run: object, want: int = 1, timeout: float = 3
 
 
 def test_squeue_steps_lines_have_slurms_layout(cluster: SlurmStack, gateway: Gateway) -> None:
-    sub = _real(["sbatch", "--parsable", "-N1", "-t", "5", "-J", "stepper", "--wrap", "sleep 20"])
+    argv = ["sbatch", "--parsable", "-N1", "-t", "5", "-J", "stepper", "-o", "/dev/null"]
+    sub = _real([*argv, "--wrap", "sleep 20"])  # (no slurm-N.out in the test's directory)
     assert sub.returncode == 0, sub.stderr
     real_id = job_id_from_sbatch(sub.stdout)
     ours_id = gateway.sbatch("-N1", "-t", "5", "-J", "stepper", "--wrap", "sleep 20")

@@ -60,27 +60,29 @@ SOURCES = {
     "multi-prog": (_HERE.parent / "containers" / "multi_prog.py").read_text(),
     "step-rules": (_HERE.parent / "containers" / "step_rules.py").read_text(),
 }
+
+
+def _launcher_or(role: str, otherwise: str) -> str:
+    """Shell text that runs `launcher.py <role>` with the image's python3, or `otherwise`
+    in an image without it. Fixed text, no user string: nothing of the job goes through it."""
+    return (
+        f"for py in /usr/bin/python3 /usr/local/bin/python3; do [ -x $py ] && "
+        f"[ -f {LAUNCH_DIR}/launcher.py ] && exec $py {LAUNCH_DIR}/launcher.py {role}; done; "
+        f"{otherwise}"
+    )
+
+
 # Ranks > 0: the agent when the image has python3, else the old wait (an image without
 # python3 runs the batch script on rank 0 as before, only srun cannot reach the ranks).
-# Fixed text, no user string: nothing of the job goes through this shell.
 WORKER_COMMAND = (
     "/bin/sh",
     "-c",
-    f"for py in /usr/bin/python3 /usr/local/bin/python3; do [ -x $py ] && "
-    f"[ -f {LAUNCH_DIR}/launcher.py ] && exec $py {LAUNCH_DIR}/launcher.py agent; done; "
-    "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done",
+    _launcher_or("agent", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"),
 )
 # Rank 0: the batch command under the launcher's init (pod_init.py: SIGTERM reaches every
 # process of the pod, as slurmstepd's does), or run as PID 1 itself in an image without
-# python3. The command follows as arguments: no user string is part of this text.
-BATCH_INIT = (
-    "/bin/sh",
-    "-c",
-    f"for py in /usr/bin/python3 /usr/local/bin/python3; do [ -x $py ] && "
-    f'[ -f {LAUNCH_DIR}/launcher.py ] && exec $py {LAUNCH_DIR}/launcher.py init "$@"; done; '
-    'exec "$@"',
-    "caldera-init",
-)
+# python3. The command follows as arguments.
+BATCH_INIT = ("/bin/sh", "-c", _launcher_or('init "$@"', 'exec "$@"'), "caldera-init")
 
 
 def launcher_name(prefix: str) -> str:

@@ -490,7 +490,7 @@ def from_slurm_conf(
         out["accounting_storage_tres"] = conf.accounting_storage_tres
     if conf.def_mem_per_cpu_mb and "def_mem_per_cpu_mb" not in values:
         out["def_mem_per_cpu_mb"] = conf.def_mem_per_cpu_mb
-    for key, value in conf.preempt:  # PreemptType/Mode/ExemptTime, unless caldera.toml sets them
+    for key, value in (*conf.preempt, *conf.timers):  # unless caldera.toml sets them
         if key not in values:
             out[key] = value
     return out

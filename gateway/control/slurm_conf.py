@@ -90,6 +90,8 @@ class SlurmConf:
     # PreemptType, PreemptMode, PreemptExemptTime as caldera.toml's preempt_* keys
     preempt: tuple[tuple[str, str], ...] = ()
     accounting_storage_tres: tuple[str, ...] | None = None  # AccountingStorageTRES
+    # KillWait, MinJobAge as caldera.toml's kill_wait_s, min_job_age_s
+    timers: tuple[tuple[str, int], ...] = ()
 
 
 def _words(text: str) -> frozenset[str]:
@@ -438,7 +440,13 @@ def _site(top: dict[str, tuple[str, str]]) -> dict[str, Any]:
                 raise SlurmConfError(f"{where}: {exc}") from None
             preempt.append((name, text))
     out["preempt"] = tuple(preempt)
+    out["timers"] = tuple(
+        (name, _int(key, *top[key.lower()])) for key, name in _TIMERS if key.lower() in top
+    )
     return out
+
+
+_TIMERS = (("KillWait", "kill_wait_s"), ("MinJobAge", "min_job_age_s"))
 
 
 _MAX_ARRAY_SIZE = 4_000_001

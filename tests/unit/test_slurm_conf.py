@@ -115,6 +115,7 @@ def test_comments_quotes_continuations_and_case_are_read_as_slurmctld_does() -> 
         ("NodeName=n1 junk\n", ":1:", "cannot read 'junk'"),
         ("PartitionName=a Default=YES\nPartitionName=b Default=YES\n", ":2:", "Default=YES"),
         ("EnforcePartLimits=SOMETIMES\n", ":1:", "EnforcePartLimits"),
+        ("\nKillWait=-5\n", ":2:", "KillWait"),
     ],
 )
 def test_what_cannot_be_read_is_named_with_file_and_line(text: str, where: str, what: str) -> None:
@@ -202,6 +203,9 @@ def test_local_slurm_conf_describes_the_local_site(tmp_path: Path) -> None:
     assert dict(site.licenses)["matlab"] == 8
     assert site.default_partition is not None
     assert site.default_partition.name == "debug"
+    assert (cfg.kill_wait_s, cfg.min_job_age_s) == (5, 300)  # the test cluster's, not 30
+    toml = 'kill_wait_s = 9\n[local]\nslurm_conf = "slurm.conf"\n'
+    assert load_config(_home(tmp_path, toml)).kill_wait_s == 9  # caldera.toml's wins
 
 
 def test_a_broken_slurm_conf_is_a_config_error_naming_its_line(tmp_path: Path) -> None:

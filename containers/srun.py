@@ -47,7 +47,7 @@ from containers.srun_io import (
 from containers.srun_layout import SrunExit, Step, plan_step
 from containers.srun_revoke import ALLOCATION_VAR, RevocationWatch
 from containers.srun_spawn import Spawned
-from containers.step_rules import recorded_state
+from containers.step_rules import ABORTED_SUFFIX, recorded_state
 from gateway.compat.job_env import TaskIds, task_environment
 from gateway.model.job import wait_status
 
@@ -217,6 +217,8 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
         watch = _watch_allocation(step, step_id, procs, env)
         statuses, reported, told = _wait_tasks(step, step_id, procs, env)
         revoked = watch is not None and watch.revoked
+        marker = f"{step_id}{ABORTED_SUFFIX}"
+        aborted = step_dir_text is not None and (Path(step_dir_text) / marker).exists()
         if watch is not None:
             watch.stop()
         deadline = time.monotonic() + 5  # a task's children may hold its pipes open
@@ -239,6 +241,7 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
     if (
         not forwarded
         and not revoked
+        and not aborted  # scancel ID.STEP: srun was told, as slurmctld tells Slurm's
         and any(s & 0x7F in (signal.SIGTERM, signal.SIGKILL) for s in statuses.values())
     ):
         sys.stderr.write(f"srun: Force Terminated StepId={_step_ident(env, step_id)}\n")

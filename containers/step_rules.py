@@ -7,7 +7,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-__all__ = ["recorded_state", "recorded_status", "task_file_name"]
+__all__ = ["ABORTED_SUFFIX", "recorded_state", "recorded_status", "task_file_name"]
+
+# `steps/N.cancelled`: the supervisor tells srun that step N was cancelled (scancel ID.N)
+ABORTED_SUFFIX = ".cancelled"
 
 _FIELD = re.compile(r"%(\d*)([tnNjsJu%])")
 

@@ -4,19 +4,24 @@ Three sources, merged: `batch_step.json` (the supervisor's, root-owned), `steps/
 (srun's, written by the job's user: read through a directory descriptor, only regular files
 of that user, size-capped, every field checked) and `closed_steps.json` (the supervisor's
 verdict on srun steps still running when the job ended, which wins over srun's own).
+`cancelled_steps.json` (the supervisor's) names who cancelled a step (`scancel ID.STEP`):
+only it, never a user's record, sets sacct's `CANCELLED by`.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from containers.spool import open_dir, parse_step, read_json, read_owned_json, read_step
 from gateway.model.job import Step
+from gateway.model.state import JobState
 
 __all__ = [
     "BATCH_STEP",
+    "CANCELLED_STEPS",
     "CLOSED_STEPS",
     "MAX_STEP_RECORDS",
     "read_steps",
@@ -26,6 +31,7 @@ __all__ = [
 
 BATCH_STEP = "batch_step.json"
 CLOSED_STEPS = "closed_steps.json"
+CANCELLED_STEPS = "cancelled_steps.json"
 MAX_STEP_RECORDS = 40000  # Slurm's default MaxStepCount
 _MAX_SCAN = 4 * MAX_STEP_RECORDS  # directory entries looked at (junk included)
 
@@ -64,14 +70,19 @@ def read_steps(jobdir: Path, job_id: int, uid: int | None = None) -> list[Step]:
         steps["batch"] = batch
     for sid, data in srun_records(jobdir, uid).items():
         step = parse_step(data, job_id, sid)
-        if step is not None:
-            steps[sid] = step
+        if step is not None:  # the user's own record cannot say who cancelled
+            steps[sid] = replace(step, extra={k: v for k, v in step.extra.items() if k != "requid"})
     closed = read_json(jobdir / CLOSED_STEPS)
     if isinstance(closed, dict):
         for sid, data in closed.items():
             step = parse_step(data, job_id, str(sid))
             if step is not None:
                 steps[sid] = step
+    cancelled = read_json(jobdir / CANCELLED_STEPS)
+    for sid, by in cancelled.items() if isinstance(cancelled, dict) else ():
+        step = steps.get(sid)
+        if step is not None and step.state is JobState.CANCELLED and isinstance(by, int):
+            steps[sid] = replace(step, extra={**step.extra, "requid": str(by)})
     return sorted(steps.values(), key=lambda s: step_order(s.step_id))
 
 

@@ -12,7 +12,8 @@ way, so it outlives the gateway and the fork server, even a SIGKILL of them. It:
   KillWait; TIMEOUT), delivers `--signal` ahead of the limit (to the batch shell with `B:`,
   else to the srun steps), enforces the memory limit like OverMemoryKill (sums the RSS of the
   job's processes; SIGKILL; OUT_OF_MEMORY with Slurm's SIG_OOM status), and serves requests
-  in `ctl/` (cancel, signal, suspend and resume: containers/suspend.py, the time limit clock
+  in `ctl/` (cancel, signal, a step's signal or cancel: containers/step_signals.py, suspend
+  and resume: containers/suspend.py, the time limit clock
   standing still while suspended); SIGTERM to the supervisor itself cancels the job;
 - writes the `batch` step and `result.json` (atomically), then exits.
 """
@@ -32,7 +33,7 @@ from typing import Any
 import psutil
 
 from containers.notify import announce_change
-from containers.proc import descendants, set_child_subreaper
+from containers.proc import set_child_subreaper
 from containers.proctrack import ENDED_FILE, RECORD_FILE, from_record
 from containers.runner import (
     BatchRunner,
@@ -44,7 +45,8 @@ from containers.runner import (
     open_job_io,
 )
 from containers.spool import LOG_ONLY, JobPlan, JobResult, read_json, step_to_json, write_json
-from containers.steprecords import BATCH_STEP, CLOSED_STEPS, read_steps, srun_records
+from containers.step_signals import cancel_step, signal_steps
+from containers.steprecords import BATCH_STEP, CLOSED_STEPS, read_steps
 from containers.suspend import Pause
 from gateway.model.job import Step, batch_step_state, exit_code_pair, wait_status
 from gateway.model.state import JobState, Reason
@@ -111,26 +113,13 @@ class Supervisor:
                     requests.append(data)
         return requests
 
-    def _step_pids(self) -> list[psutil.Process]:
-        """The processes of running srun steps, tasks and what they started (slurmstepd
-        signals the step's whole cgroup: a task's `sleep` dies of a USR1 its shell traps),
-        that really are the job's processes."""
-        mine = {p.pid: p for p in descendants()}
-        out: dict[int, psutil.Process] = {}
-        for data in srun_records(self.dir, self.plan.uid).values():
-            pids = data.get("task_pids")
-            if data.get("state") != "RUNNING" or not isinstance(pids, list):
-                continue
-            for task in (mine[pid] for pid in pids if isinstance(pid, int) and pid in mine):
-                out[task.pid] = task
-                with contextlib.suppress(psutil.Error):
-                    out.update((p.pid, p) for p in task.children(recursive=True))
-        return list(out.values())
+    def _signal_steps(self, sig: int, only: str | None = None) -> None:
+        signal_steps(self.dir, self.plan.uid, sig, only)
 
-    def _signal_steps(self, sig: int) -> None:
-        for proc in self._step_pids():
-            with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
-                proc.send_signal(sig)
+    def _write_line(self, line: str) -> None:
+        if self.io is not None:
+            with contextlib.suppress(OSError):
+                os.write(self.io.stderr, f"{line}\n".encode())
 
     def _terminate(self, runner: BatchRunner, now: float) -> None:
         if self.kill_at is not None:
@@ -153,6 +142,22 @@ class Supervisor:
                 self._set_limit(None if seconds is None else float(seconds))
             elif action in ("suspend", "resume"):
                 self._resumed_after(self.pause.apply(runner, action, req.get("token"), now))
+            elif action == "signal_step":
+                step, sig, by = str(req.get("step")), req.get("signal"), req.get("by")
+                if sig is None or sig == signal.SIGKILL:  # scancel's terminate_job_step
+                    who, plan = by if isinstance(by, int) else 0, self.plan
+                    cancel_step(
+                        self.dir,
+                        plan.uid,
+                        step,
+                        who,
+                        ident=str(plan.job_id),
+                        kill_wait_s=plan.kill_wait_s,
+                        at=_stamp(now),
+                        write=self._write_line,
+                    )
+                elif isinstance(sig, int) and 0 < sig <= signal.SIGRTMAX:
+                    self._signal_steps(sig, step)
             elif action == "signal":
                 sig = int(req.get("signal", 0))
                 if sig <= 0:

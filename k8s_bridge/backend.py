@@ -296,6 +296,10 @@ class KubernetesBackend(GracefulEnd, RoomView, GangController):
         self._wake.set()
         return gang.backend_id
 
+    def signal_step(self, job: Job, step: int, signal: int | None, by: int) -> None:
+        """Not here: the gateway has no channel to the step's pods (NOT_SUPPORTED)."""
+        raise BackendError(f"cluster {self.name}: a step of a Kubernetes job cannot be signalled")
+
     def cancel(self, job: Job, signal: int | None = None, batch_only: bool = False) -> None:
         """Cancel (delete every object of) the job; other signals cannot be delivered."""
         if signal not in _SIGNALS_THAT_CANCEL or batch_only:

@@ -338,16 +338,20 @@ class CliClient:
         signal: int | None,
         *,
         batch_only: bool = False,
+        step: int | None = None,
         identity: Identity | None = None,
     ) -> None:
-        """scancel [-s SIG] [-b] ID."""
+        """scancel [-s SIG] [-b] ID[.STEP]."""
         argv = ["scancel"]
         if signal is not None:
             argv.append(f"--signal={signal}")
         if batch_only:
             argv.append("--batch")
-        argv.append(ref.text)
+        argv.append(ref.text if step is None else f"{ref.text}.{step}")
         proc = self._run(argv, identity=identity, check=False)
+        if step is not None and proc.returncode == 2021 & 0xFF and not proc.stderr.strip():
+            # a signal to a step that is not running: scancel says nothing, exits 229
+            raise SlurmRejected(f"step {step} is not running", command=argv, errno=2021)
         if proc.returncode != 0 or "error" in proc.stderr:
             raise classify_failure(argv, proc.returncode or 1, proc.stdout, proc.stderr)
 

@@ -131,9 +131,10 @@ class SlurmClient(Protocol):
         signal: int | None,
         *,
         batch_only: bool = False,
+        step: int | None = None,
         identity: Identity | None = None,
     ) -> None:
-        """scancel (signal None) or send a signal."""
+        """scancel (signal None) or send a signal (to one step of the job with `step`)."""
         ...
 
     def control(self, ref: SlurmRef, action: str, identity: Identity | None = None) -> None:

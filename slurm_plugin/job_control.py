@@ -74,6 +74,17 @@ class SlurmJobControl(Watcher):
             self._failed(exc)
             raise
 
+    def signal_step(self, job: Job, step: int, signal: int | None, by: int) -> None:
+        """scancel [-s SIG] ID.STEP: Slurm signals the step and records who cancelled it."""
+        ref = self._require_ref(job)
+        if ref is None:
+            raise SlurmRejected(f"job {job.job_id} is not on cluster {self.name}", errno=2017)
+        try:
+            self._control().signal(ref, signal, step=step, identity=self._control_identity(job))
+        except SlurmUnreachable as exc:
+            self._failed(exc)
+            raise
+
     def _act(self, job: Job, action: str) -> None:
         ref = self._require_ref(job)
         if ref is None:

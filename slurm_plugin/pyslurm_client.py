@@ -160,11 +160,12 @@ class PyslurmClient(CliClient):
         signal: int | None,
         *,
         batch_only: bool = False,
+        step: int | None = None,
         identity: Identity | None = None,
     ) -> None:
         """slurm_kill_job (the gateway's identity: it already checked the caller)."""
-        if identity is not None or ref.task is not None or signal is None:
-            super().signal(ref, signal, batch_only=batch_only, identity=identity)
+        if identity is not None or ref.task is not None or signal is None or step is not None:
+            super().signal(ref, signal, batch_only=batch_only, step=step, identity=identity)
             return
         try:
             self._py.slurm_kill_job(

@@ -286,11 +286,14 @@ class RestClient:
         signal: int | None,
         *,
         batch_only: bool = False,
+        step: int | None = None,
         identity: Identity | None = None,
     ) -> None:
-        """DELETE /job/{id}[?signal=N] (no batch-only form in 22.05)."""
+        """DELETE /job/{id}[?signal=N] (no batch-only nor step form in 22.05)."""
         if batch_only:
             raise SlurmRejected("slurmrestd 22.05 cannot signal the batch shell only")
+        if step is not None:
+            raise SlurmRejected("slurmrestd 22.05 cannot signal one step of a job")
         query = f"?signal={signal}" if signal is not None else ""
         self._checked("DELETE", self._slurm(f"job/{ref.text}") + query, identity=identity)
 

@@ -36,9 +36,11 @@ from gateway.compat.clusters import ClusterSelectError
 from gateway.compat.errors import CompatError
 from gateway.compat.optypes import EarlyExit, ParseContext
 from gateway.compat.sbatch import first_pass
+from gateway.compat.slurm_errors import SlurmErrno
 from gateway.control import ops
 from gateway.control.arraytasks import Target, parse_targets
 from gateway.control.gateway import Gateway
+from gateway.control.scancel_select import Filters, select, split_steps
 from gateway.control.submit import Caller, SbatchCall
 from gateway.dashboard.routes import dashboard_router
 from gateway.metrics.source import metrics_router
@@ -128,12 +130,14 @@ class SignalBody(BaseModel):
     """scancel: ids and/or filters."""
 
     ids: list[JobIdText] = Field(default_factory=list, max_length=100_000)
-    signal: int | None = Field(default=None, ge=1, le=64)
+    signal: int | None = Field(default=None, ge=1, le=0xFFFF)  # scancel's uint16_t
     batch_only: bool = False
     user: ShortText | None = None
     name: ShortText | None = None
     states: list[ShortText] | None = Field(default=None, max_length=64)
     partition: ShortText | None = None
+    verify: bool = False  # scancel with a signal or filter: ids of no unfinished job are errors
+    steps: list[JobIdText] = Field(default_factory=list, max_length=1000)  # `ID.STEP`
 
 
 class IdsBody(BaseModel):
@@ -411,22 +415,14 @@ def build_app(gw: Gateway) -> FastAPI:
     async def signal(request: Request, body: SignalBody) -> dict[str, Any]:
         """scancel: cancel or signal jobs by id and/or filters."""
         caller = _caller(request, gw)
-        targets = _targets(body.ids)
-        if body.user or body.name or body.states or body.partition:
-            states = _states(body.states)
-            chosen = [
-                j
-                for j in gw.visible_jobs()
-                if not j.state.is_finished
-                and (body.user is None or j.user == body.user or str(j.uid) == body.user)
-                and (body.name is None or j.spec.name == body.name)
-                and (not states or j.state in states)
-                and (body.partition is None or body.partition in j.partition.split(","))
-                and (not targets or any(t.job_id in (j.job_id, j.array_job_id) for t in targets))
-            ]
-            targets = [Target(j.job_id) for j in chosen]
-        results = await ops.cancel(gw, targets, caller, body.signal, body.batch_only)
-        return _results(results)
+        filters = Filters(body.user, body.name, frozenset(_states(body.states)), body.partition)
+        targets, unknown = select(_targets(body.ids), gw.visible_jobs(), filters, body.verify)
+        results = [ops.OpResult(ops.target_name(t), SlurmErrno.INVALID_JOB_ID) for t in unknown]
+        results += await ops.cancel(gw, targets, caller, body.signal, body.batch_only)
+        steps, missing = split_steps(body.steps, gw.visible_jobs())  # unknown: named in full
+        done = [ops.OpResult(text, SlurmErrno.INVALID_JOB_ID) for text in missing]
+        done += await ops.signal_steps(gw, steps, caller, body.signal)
+        return {**_results(results), "steps": _results(done)["results"]}
 
     @app.post(f"/{API_VERSION}/jobs/hold")
     async def hold(request: Request, body: IdsBody) -> dict[str, Any]:

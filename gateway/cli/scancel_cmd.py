@@ -6,16 +6,20 @@ import os
 import pwd
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from gateway.cli.client import ApiError, Client, GatewayUnavailable
-from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
+from gateway.cli.opts import CmdOption, CmdUsageError, ParsedCmd, parse_command
 from gateway.cli.progress import Ticker
+from gateway.compat.cnum import to_uint16
 from gateway.compat.options_help import SLURM_COMPAT_VERSION
 from gateway.compat.quantity import signal_name_to_num
+from gateway.compat.slurm_errors import SlurmErrno
 
 __all__ = ["main"]
 
 _PROG = "scancel"
+_NO_VAL16 = 0xFFFE
 OPTIONS = (
     CmdOption("account", "A", 1, "account"),
     CmdOption("batch", "b", 0, "batch"),
@@ -68,22 +72,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     signal: int | None = None
     if opts.text("signal") is not None:
-        signal = signal_name_to_num(opts.text("signal") or "")
-        if signal <= 0:
+        # scancel keeps the number in a uint16_t: 65536 is 0 (unknown) and 65534 is NO_VAL16,
+        # "no signal given", a cancel (both as the test cluster answers)
+        signal = to_uint16(signal_name_to_num(opts.text("signal") or ""))
+        if signal == 0:
             sys.stderr.write(f"Unknown job signal: {opts.text('signal')}\n")  # 22.05's words
             return 1
+        if signal == _NO_VAL16:
+            signal = None
     user = opts.text("user")
     if opts.flag("me"):
         user = pwd.getpwuid(os.getuid()).pw_name
     ids: list[str] = []
+    steps: list[str] = []  # `ID.STEP`: the step alone, never its whole job
     for word in opts.operands:
-        head = word.split(".", 1)[0]
-        if not head or not head.split("_", 1)[0].isdigit():
+        head, dot, step = word.partition(".")
+        if not head or not head.split("_", 1)[0].isdigit() or (dot and not step.isdigit()):
             sys.stderr.write(f"{_PROG}: error: Invalid job id {word}\n")
             return 1
-        ids.append(head)
+        (steps if dot else ids).append(word)
     filters = any((user, opts.text("name"), opts.text("state"), opts.text("partition")))
-    if not ids and not filters:
+    if not ids and not steps and not filters:
         sys.stderr.write(f"{_PROG}: error: No job identification provided\n")
         return 1
     states = [s for s in (opts.text("state") or "").split(",") if s] or None
@@ -102,6 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "name": opts.text("name"),
         "states": states,
         "partition": opts.text("partition"),
+        "verify": _verifies(opts, signal is not None, filters) or bool(steps),
+        "steps": steps,
     }
     try:
         what = "signalling" if signal is not None else "cancelling"
@@ -113,21 +124,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ApiError as exc:
         sys.stderr.write(f"{_PROG}: error: {exc.message}\n")
         return 1
+    return _report(data, body["verify"] is True, opts, signal)
+
+
+def _verifies(opts: ParsedCmd, signalled: bool, filters: bool) -> bool:
+    """scancel's `!has_default_opt()`: ids are checked first, unknown ones reported."""
+    others = any(opts.text(k) for k in ("account", "qos", "reservation", "nodelist"))
+    return signalled or filters or others or opts.flag("batch") or opts.flag("interactive")
+
+
+def _report(data: dict[str, Any], verified: bool, opts: ParsedCmd, signal: int | None) -> int:
+    """Print the refusals as scancel does and answer its exit code: the highest errno seen
+    (as `exit()` truncates it), 1 for an id its check did not find."""
     rc = 0
-    verbose = opts.flag("verbose")
-    for r in data["results"]:
+    verbose, quiet = opts.flag("verbose"), opts.flag("quiet")
+    unknown, done = SlurmErrno.INVALID_JOB_ID.code, SlurmErrno.ALREADY_DONE.code
+    kill = signal in (None, 9)
+
+    def say(what: str, name: str, message: str) -> None:
+        sys.stderr.write(f"{_PROG}: error: Kill job error on {what} {name}: {message}\n")
+
+    for r in data["results"]:  # `_cancel_job_id`
         err = r["error"]
         if err is None:
             continue
         code = int(err["code"])
-        quiet_codes = (2017, 2021)  # invalid job id, already done: silent unless -v
-        if verbose or code not in quiet_codes:
-            sys.stderr.write(
-                f"{_PROG}: error: Kill job error on job id {r['id']}: {err['message']}\n"
-            )
-        if code not in quiet_codes or signal not in (None, 9):
-            rc = code & 0xFF
-    return rc
+        if verified and code in (unknown, done):  # `_verify_job_ids` found no unfinished job
+            if not quiet:
+                say("job id", r["id"], SlurmErrno.INVALID_JOB_ID.text)
+            rc = max(rc, 1)
+            continue
+        if verbose or code not in (unknown, done):
+            say("job id", r["id"], err["message"])
+        if code not in (unknown, done) or not kill:
+            rc = max(rc, code)
+    for r in data.get("steps", []):  # `_cancel_step_id`: the job named without its step
+        err = r["error"]
+        if err is None:
+            continue
+        code = int(err["code"])
+        if "." in r["id"]:  # not found by the check: named in full
+            if not quiet:
+                say("job step id", r["id"], SlurmErrno.INVALID_JOB_ID.text)
+            rc = max(rc, 1)
+            continue
+        if verbose or code != done:
+            say("job step id", r["id"], err["message"])
+        if code != done or not kill:
+            rc = max(rc, code)
+    return rc & 0xFF  # exit() keeps the low byte of the errno
 
 
 def _on_clusters(text: str, ids: list[str], filters: bool) -> list[str] | int:

@@ -11,7 +11,14 @@ from gateway.compat.cnum import strtol
 from gateway.model.job import Job
 from gateway.model.values import ArraySpec, IndexRange
 
-__all__ = ["Target", "parse_targets", "remove_index", "split_task"]
+__all__ = [
+    "Target",
+    "names_no_active_job",
+    "one_per_task",
+    "parse_targets",
+    "remove_index",
+    "split_task",
+]
 
 
 def remove_index(spec: ArraySpec, index: int) -> ArraySpec | None:
@@ -99,3 +106,36 @@ def split_task(meta: Job, index: int, new_id: Callable[[], int]) -> tuple[Job, J
         return replace(meta, array_task_id=index, array_pending=None), None
     task = replace(meta, job_id=new_id(), array_task_id=index, array_pending=None)
     return task, replace(meta, array_pending=remaining)
+
+
+def one_per_task(targets: list[Target]) -> list[Target]:
+    """`12_[1-3]` as scancel lists it, three ids (`12_1`, `12_2`, `12_3`), one per task."""
+    return [
+        t2
+        for t in targets
+        for t2 in ([t] if t.tasks is None else [Target(t.job_id, (i,)) for i in t.tasks])
+    ]
+
+
+def names_no_active_job(targets: list[Target], jobs: list[Job]) -> list[Target]:
+    """The targets that name no unfinished job, as scancel's `_verify_job_ids` finds them
+    (a task id names a running task or an index still pending in its array's record)."""
+    by_id: dict[int, list[Job]] = {}
+    for job in jobs:
+        if job.state.is_finished:
+            continue
+        by_id.setdefault(job.job_id, []).append(job)
+        if job.array_job_id and job.array_job_id != job.job_id:
+            by_id.setdefault(job.array_job_id, []).append(job)
+
+    def named(t: Target, job: Job) -> bool:
+        if t.tasks is None:
+            return True
+        if job.array_job_id != t.job_id:
+            return False
+        if job.array_task_id is not None:
+            return job.array_task_id in t.tasks
+        pending = job.array_pending
+        return pending is not None and any(i in pending for i in t.tasks)
+
+    return [t for t in targets if not any(named(t, j) for j in by_id.get(t.job_id, ()))]

@@ -11,6 +11,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
+from signal import SIGRTMAX
 
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.control.arraytasks import Target, remove_index
@@ -119,6 +121,8 @@ async def cancel(
                 # CONT, STOP, USR1 all exit 228 with this error)
                 err = err or SlurmErrno.TRANSITION_STATE_NO_UPDATE
                 continue
+            if not unstarted and signal is not None and signal > SIGRTMAX:
+                continue  # slurmd's kill() fails on it and nobody is told (scancel exits 0)
             if index is not None:  # a task the meta record still holds
                 job = _drop_task(changes, job, index)
                 if job.array_pending is not None:
@@ -143,6 +147,38 @@ async def cancel(
         results.append(OpResult(target_name(target), err))
     await changes.flush()
     return results
+
+
+async def signal_steps(
+    gw: Gateway, steps: Sequence[tuple[str, Target, int]], caller: Caller, signal: int | None
+) -> list[OpResult]:
+    """scancel ID.STEP: one step of a running job signalled (None: cancelled), the job
+    running on. Refusals name the job alone, as scancel's `_cancel_step_id` prints them."""
+    changes = Changes(gw, "signal_step", caller.uid)
+    await changes.load([t for _, t, _ in steps])
+    results: list[OpResult] = []
+    for text, target, step in steps:
+        job = _started(changes, target)
+        err: SlurmErrno | None = None
+        if job is None or job.state.is_finished:
+            err = SlurmErrno.INVALID_JOB_ID
+        elif not _allowed(job, caller):
+            err = SlurmErrno.ACCESS_DENIED
+        elif not job.backend_id or job.state is JobState.PENDING:
+            err = SlurmErrno.JOB_PENDING
+        elif signal is not None and signal > SIGRTMAX:
+            pass  # slurmstepd's kill() fails on it and nobody is told
+        elif (backend := gw.backend_for(job)) is not None:
+            err = await call_backend(partial(backend.signal_step, job, step, signal, caller.uid))
+        results.append(OpResult(text.partition(".")[0], err))
+    return results
+
+
+def _started(changes: Changes, target: Target) -> Job | None:
+    """The job record a step id names (not a task still pending in its array's record)."""
+    records = [changes.current(j) for j, index in resolve_target(changes, target) if index is None]
+    direct = [j for j in records if j.job_id == target.job_id]
+    return (direct or records)[0] if records else None
 
 
 def _drop_task(changes: Changes, meta: Job, index: int) -> Job:

@@ -143,6 +143,12 @@ class Backend(Protocol):
         """Signal (None: cancel, i.e. SIGTERM then SIGKILL) a running job."""
         ...
 
+    def signal_step(self, job: Job, step: int, signal: int | None, by: int) -> None:
+        """scancel ID.STEP by uid `by`: signal one running step of a running job (None:
+        cancel it, SIGKILL, the job runs on); a cancel of a step that is not running is a
+        BackendError with errno INVALID_JOB_ID (a signal to it does nothing, as in Slurm)."""
+        ...
+
     def poll(self) -> list[BackendEvent]:
         """Events since the last call (non-blocking)."""
         ...

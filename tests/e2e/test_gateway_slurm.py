@@ -168,3 +168,34 @@ def test_a_job_handed_to_slurm_pends_there_until_slurm_starts_it(slurm_gateway: 
     assert any(v.startswith("R ") for s in seen for v in s.values())  # and they did run
     for job in (first, second):
         assert gw.wait(job, timeout=120)["state"] == "COMPLETED"
+
+
+def test_scancel_of_one_step_of_a_slurm_job_cancels_that_step_alone(
+    slurm_gateway: Gateway,
+) -> None:
+    """`scancel ID.0` through the gateway reaches Slurm as `scancel SLURMID.0`: the step is
+    cancelled (its srun exits 137), the job runs on to COMPLETED, sacct has the step."""
+    gw = slurm_gateway
+    out = Path("/tmp/caldera-slurm/jobs") / f"e2e-step-{time.time_ns()}.out"
+    script = 'srun sleep 60\necho "srun rc=$?"\n'
+    job = gw.sbatch("-p", "hpc-real", "-o", str(out), "--wrap", script)
+    deadline = time.monotonic() + 120
+    while True:  # until the step runs: before, scancel answers that it has no step 0
+        done = gw.run(["scancel", f"{job}.0"])
+        if done.returncode == 0:
+            break
+        said = done.stderr.removeprefix(f"scancel: error: Kill job error on job step id {job}: ")
+        assert said in ("Invalid job id specified\n", "Job is pending execution\n"), done.stderr
+        assert time.monotonic() < deadline, done.stderr
+        time.sleep(1)
+    final = gw.wait(job, timeout=120)
+    assert final["state"] == "COMPLETED"
+    text = out.read_text()
+    assert "srun rc=137" in text
+    assert "CANCELLED AT" in text
+    acct = ["sacct", "-n", "-P", "-j", str(job), "-o", "JobID,State,ExitCode"]
+    deadline = time.monotonic() + 60
+    while f"{job}.0|CANCELLED" not in gw.ok(acct):
+        assert time.monotonic() < deadline, gw.ok(acct)
+        time.sleep(1)
+    out.unlink(missing_ok=True)

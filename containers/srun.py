@@ -63,6 +63,12 @@ _FORWARDED = (
 )
 
 
+# srun's signal manager: TERM, HUP and QUIT end the step, SIGKILL to its tasks (said as
+# `forcing job termination`); when the job itself ends (the supervisor told srun first), the
+# tasks are left to slurmstepd's SIGTERM and SIGKILL after KillWait, as on the test cluster
+_ENDING: dict[int, str] = {signal.SIGTERM: "", signal.SIGHUP: "", signal.SIGQUIT: "srun: Quit\n"}
+
+
 class SrunError(Exception):
     """srun cannot run the step (outside a job, a task that cannot be started...)."""
 
@@ -208,17 +214,26 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
         base_record["task_pids"] = [p.pid for p in procs]
         record_step(record, base_record)
 
-        def forward(signum: int, frame: Any) -> None:
-            forwarded.append(signum)
-            _signal_all(procs, signum)
+        told_path = Path(step_dir_text) / f"{step_id}{ABORTED_SUFFIX}" if step_dir_text else None
 
-        for sig in _FORWARDED:
+        def forward(signum: int, frame: Any) -> None:
+            if signum == signal.SIGCONT:  # the job's end (or its resume) reaches srun too
+                os.write(2, b"srun: got SIGCONT\n")
+                return
+            forwarded.append(signum)
+            if signum not in _ENDING:
+                _signal_all(procs, signum)
+                return
+            os.write(2, f"{_ENDING[signum]}srun: forcing job termination\n".encode())
+            if told_path is None or not told_path.exists():  # not the job's end: srun's own
+                _signal_all(procs, signal.SIGKILL)
+
+        for sig in (*_FORWARDED, signal.SIGCONT):
             signal.signal(sig, forward)
         watch = _watch_allocation(step, step_id, procs, env)
         statuses, reported, told = _wait_tasks(step, step_id, procs, env)
         revoked = watch is not None and watch.revoked
-        marker = f"{step_id}{ABORTED_SUFFIX}"
-        aborted = step_dir_text is not None and (Path(step_dir_text) / marker).exists()
+        aborted = told_path is not None and told_path.exists()
         if watch is not None:
             watch.stop()
         deadline = time.monotonic() + 5  # a task's children may hold its pipes open

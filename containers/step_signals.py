@@ -14,7 +14,9 @@ import contextlib
 import os
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -23,7 +25,7 @@ from containers.spool import open_dir, read_json, write_json
 from containers.step_rules import ABORTED_SUFFIX
 from containers.steprecords import CANCELLED_STEPS, srun_records
 
-__all__ = ["cancel_step", "signal_steps"]
+__all__ = ["Telling", "abort_steps", "cancel_step", "running_steps", "signal_steps"]
 
 
 def _step_processes(jobdir: Path, uid: int, only: str | None) -> list[psutil.Process]:
@@ -50,31 +52,57 @@ def signal_steps(jobdir: Path, uid: int, sig: int, only: str | None = None) -> N
             proc.send_signal(sig)
 
 
-def cancel_step(
-    jobdir: Path,
-    uid: int,
-    step: str,
-    by: int,
-    *,
-    ident: str,
-    kill_wait_s: float,
-    at: str,
-    write: Callable[[str], None],
-) -> None:
-    """scancel ID.STEP by uid `by`; `write` puts a line into the job's stderr."""
+@dataclass(frozen=True, slots=True)
+class Telling:
+    """How a step's abort is told: the job's id, KillWait, the time stamp, the reason
+    (` DUE TO TIME LIMIT`...) and `write`, which puts a line into the job's stderr."""
+
+    ident: str
+    kill_wait_s: float
+    at: str
+    why: str
+    write: Callable[[str], None]
+
+    def abort(self, jobdir: Path, step: str, record: dict[str, Any]) -> None:
+        """srun's and slurmstepd's lines, then srun told through `steps/N.cancelled`."""
+        nodes = record.get("nodes")
+        node = str(nodes[0]) if isinstance(nodes, list) and nodes else "localhost"
+        wait = int(self.kill_wait_s) + 2  # KillWait + srun's STEP_ABORT_TIME
+        self.write(f"srun: Job step aborted: Waiting up to {wait} seconds for job step to finish.")
+        what = f"STEP {self.ident}.{step} ON {node} CANCELLED AT {self.at}{self.why}"
+        self.write(f"slurmstepd-{node}: error: *** {what} ***")
+        _tell_srun(jobdir / "steps", f"{step}{ABORTED_SUFFIX}")
+
+
+def cancel_step(jobdir: Path, uid: int, step: str, by: int, telling: Telling) -> None:
+    """scancel ID.STEP by uid `by`: told, recorded for sacct, SIGKILL to that step."""
     record = srun_records(jobdir, uid).get(step)
     if not step.isdigit() or record is None or record.get("state") != "RUNNING":
         return
-    nodes = record.get("nodes")
-    node = str(nodes[0]) if isinstance(nodes, list) and nodes else "localhost"
-    wait = int(kill_wait_s) + 2  # KillWait + srun's STEP_ABORT_TIME
-    write(f"srun: Job step aborted: Waiting up to {wait} seconds for job step to finish.")
-    write(f"slurmstepd-{node}: error: *** STEP {ident}.{step} ON {node} CANCELLED AT {at} ***")
+    telling.abort(jobdir, step, record)
     cancelled = read_json(jobdir / CANCELLED_STEPS)
     by_step = cancelled if isinstance(cancelled, dict) else {}
     write_json(jobdir / CANCELLED_STEPS, {**by_step, step: by}, mode=0o600)
-    _tell_srun(jobdir / "steps", f"{step}{ABORTED_SUFFIX}")
     signal_steps(jobdir, uid, signal.SIGKILL, step)
+
+
+def abort_steps(jobdir: Path, uid: int, telling: Telling | None) -> None:
+    """The job ends (scancel, its time limit, a preemption): each running step is told
+    (`telling`; None: srun alone is told, no line) before the caller's SIGCONT and SIGTERM
+    reach every process. srun, told, leaves its tasks to them: SIGKILL only after KillWait,
+    as slurmstepd does (a task's TERM trap runs to its end on the test cluster)."""
+    for step, record in srun_records(jobdir, uid).items():
+        if record.get("state") != "RUNNING" or not step.isdigit():
+            continue
+        if telling is None:
+            _tell_srun(jobdir / "steps", f"{step}{ABORTED_SUFFIX}")
+        else:
+            telling.abort(jobdir, step, record)
+
+
+def running_steps(jobdir: Path, uid: int) -> bool:
+    """Whether an srun step has not recorded its end yet."""
+    return any(r.get("state") == "RUNNING" for r in srun_records(jobdir, uid).values())
 
 
 def _tell_srun(steps: Path, name: str) -> None:

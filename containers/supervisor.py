@@ -45,7 +45,7 @@ from containers.runner import (
     open_job_io,
 )
 from containers.spool import LOG_ONLY, JobPlan, JobResult, read_json, step_to_json, write_json
-from containers.step_signals import cancel_step, signal_steps
+from containers.step_signals import Telling, abort_steps, cancel_step, running_steps, signal_steps
 from containers.steprecords import BATCH_STEP, CLOSED_STEPS, read_steps
 from containers.suspend import Pause
 from gateway.model.job import Step, batch_step_state, exit_code_pair, wait_status
@@ -78,6 +78,7 @@ class Supervisor:
         self.timed_out = False
         self.oom = False
         self.kill_at: float | None = None
+        self.ending_at: float | None = None  # when the job's end sent its SIGTERM
         self.started = 0.0
         self.deadline: float | None = None  # the time limit, as a clock time
         self.signal_at: float | None = None  # --signal, ahead of the deadline (sent once)
@@ -116,6 +117,10 @@ class Supervisor:
     def _signal_steps(self, sig: int, only: str | None = None) -> None:
         signal_steps(self.dir, self.plan.uid, sig, only)
 
+    def _telling(self, now: float, why: str) -> Telling:
+        plan = self.plan
+        return Telling(str(plan.job_id), plan.kill_wait_s, _stamp(now), why, self._write_line)
+
     def _write_line(self, line: str) -> None:
         if self.io is not None:
             with contextlib.suppress(OSError):
@@ -124,6 +129,7 @@ class Supervisor:
     def _terminate(self, runner: BatchRunner, now: float) -> None:
         if self.kill_at is not None:
             return
+        self.ending_at = now
         runner.signal_all(signal.SIGCONT)
         runner.signal_all(signal.SIGTERM)
         self.kill_at = now + self.plan.kill_wait_s
@@ -145,17 +151,8 @@ class Supervisor:
             elif action == "signal_step":
                 step, sig, by = str(req.get("step")), req.get("signal"), req.get("by")
                 if sig is None or sig == signal.SIGKILL:  # scancel's terminate_job_step
-                    who, plan = by if isinstance(by, int) else 0, self.plan
-                    cancel_step(
-                        self.dir,
-                        plan.uid,
-                        step,
-                        who,
-                        ident=str(plan.job_id),
-                        kill_wait_s=plan.kill_wait_s,
-                        at=_stamp(now),
-                        write=self._write_line,
-                    )
+                    who = by if isinstance(by, int) else 0
+                    cancel_step(self.dir, self.plan.uid, step, who, self._telling(now, ""))
                 elif isinstance(sig, int) and 0 < sig <= signal.SIGRTMAX:
                     self._signal_steps(sig, step)
             elif action == "signal":
@@ -170,6 +167,8 @@ class Supervisor:
             self.cancelled = True
             why = " DUE TO PREEMPTION" if self.preempted else ""
             at, plan = _stamp(self.preempted_at or now), self.plan  # the record's PreemptTime
+            telling = None if self.preempted else self._telling(now, "")  # (not compared yet)
+            abort_steps(self.dir, plan.uid, telling)
             self._say(f"*** JOB {plan.job_id} ON {plan.node} CANCELLED AT {at}{why} ***")
             self._terminate(runner, now)
 
@@ -222,6 +221,8 @@ class Supervisor:
             self._launch_failed(exc, start)
             return 0
         status = self._loop(runner, start)
+        if self.plan.batch and self.kill_at is not None:
+            self._await_steps(runner)
         runner.cleanup()
         self._conclude(status, start, runner)
         return 0
@@ -308,6 +309,7 @@ class Supervisor:
                     f"*** JOB {plan.job_id} ON {plan.node} CANCELLED AT {_stamp(now)} "
                     "DUE TO TIME LIMIT ***"
                 )
+                abort_steps(self.dir, plan.uid, self._telling(now, " DUE TO TIME LIMIT"))
                 self._terminate(runner, now)
             if now >= next_memory:
                 next_memory = now + _MEMORY_POLL_S
@@ -332,7 +334,11 @@ class Supervisor:
         if oom and not (self.cancelled or self.timed_out):
             self._say("Exceeded job memory limit")
         steps = self._close_steps(end)
-        derived = max((s.exit_code for s in steps if s.step_id != "batch"), default=0)
+        # slurmctld records a cancelled or timed-out job's end before the steps it ends: only
+        # steps that ended before count in its DerivedExitCode (0:0 when none had)
+        until = math.inf if self.ending_at is None or self.preempted else self.ending_at
+        ends = [s.exit_code for s in steps if s.step_id != "batch" and (s.end_time or end) < until]
+        derived = max(ends, default=0)
         _, sig = exit_code_pair(status)
         batch_state = batch_step_state(status, oom)
         self._write_batch_step(batch_state, start, end, SIG_OOM if oom else status)
@@ -369,6 +375,19 @@ class Supervisor:
         else:
             result = JobResult(JobState.COMPLETED, 0, derived, Reason.NONE, start, end)
         self._finish(result)
+
+    def _await_steps(self, runner: BatchRunner) -> None:
+        """The batch shell is gone; a job ends once its steps are (slurmstepd's COMPLETING):
+        each srun records its own end (the SIGTERM's 0:15, or SIGKILL's after KillWait)."""
+        assert self.kill_at is not None
+        until, tasks_killed = self.kill_at + 2.0, False
+        while running_steps(self.dir, self.plan.uid) and time.time() < until:
+            if time.time() >= self.kill_at:  # the tasks first: srun tells `task 0: Killed`
+                if tasks_killed:
+                    runner.signal_all(signal.SIGKILL)
+                self._signal_steps(signal.SIGKILL)
+                self.kill_at, tasks_killed = time.time() + 1.0, True
+            time.sleep(0.05)
 
     def _close_steps(self, end: float) -> list[Step]:
         """srun steps still RUNNING when the job ended were killed with it. The verdict goes

@@ -22,15 +22,12 @@ from pathlib import Path
 import pytest
 
 from tests.support.gateway_env import Gateway, running_gateway
-from tests.support.slurm_stack import SlurmStack, cancel, job_id_from_sbatch, slurm_env
+from tests.support.real_slurm import real_jobs, run_real
+from tests.support.slurm_stack import SlurmStack
 
 pytestmark = pytest.mark.slurm
 
 Run = Callable[[list[str]], subprocess.CompletedProcess[str]]
-
-
-def _real(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, env=slurm_env(), capture_output=True, text=True, timeout=60)
 
 
 def _state(run: Run, job: str, want: str, timeout: float = 60) -> str:
@@ -85,19 +82,8 @@ def _scenario(run: Run, submit: Callable[..., str]) -> list[str]:
 
 
 def test_scancel_answers_as_slurm(cluster: SlurmStack, gateway: Gateway) -> None:
-    submitted: list[str] = []
-
-    def real_submit(*args: str) -> str:
-        done = _real(["sbatch", "--parsable", *args])
-        assert done.returncode == 0, done.stderr
-        submitted.append(job_id_from_sbatch(done.stdout))
-        return submitted[-1]
-
-    try:
-        theirs = _scenario(_real, real_submit)
-    finally:
-        for job in submitted:
-            cancel(job)
+    with real_jobs() as submit:
+        theirs = _scenario(run_real, submit)
     ours = _scenario(lambda argv: gateway.run(argv), lambda *args: str(gateway.sbatch(*args)))
     assert "Invalid job id specified" in theirs[0]  # the scenario ran as meant
     assert ours == theirs
@@ -167,19 +153,8 @@ def test_one_step_is_cancelled_or_signalled_as_slurm_does_it(cluster: SlurmStack
     where = Path(tempfile.mkdtemp(prefix="scancel-steps-", dir="/tmp"))
     where.chmod(0o777)
     (where / "steps.sh").write_text(_STEPS_SCRIPT)
-    submitted: list[str] = []
-
-    def real_submit(*args: str) -> str:
-        done = _real(["sbatch", "--parsable", *args])
-        assert done.returncode == 0, done.stderr
-        submitted.append(job_id_from_sbatch(done.stdout))
-        return submitted[-1]
-
-    try:
-        theirs = _step_scenario(_real, real_submit, where)
-    finally:
-        for job in submitted:
-            cancel(job)
+    with real_jobs() as submit:
+        theirs = _step_scenario(run_real, submit, where)
     assert "srun rc=137" in theirs[4]  # the scenario ran as meant
     assert "got USR1" in theirs[4]
     config = f'[local]\nslurm_conf = "{cluster.slurm_conf}"\n'

@@ -1,0 +1,122 @@
+"""A job that ends while an srun step runs (scancel, its time limit), on Caldera's local site
+described by the test cluster's slurm.conf and on the real Slurm 22.05 cluster: the same
+output file and sacct records.
+
+What the test cluster does, and Caldera did not: srun says `Job step aborted: Waiting up to
+7 seconds for job step to finish.` (KillWait + 2), `got SIGCONT` and `forcing job
+termination`, slurmstepd writes `*** STEP ID.0 ON node01 CANCELLED AT ... ***` (with ` DUE
+TO TIME LIMIT` at the limit) beside the JOB line, and srun reports its task `Terminated`;
+a task that traps SIGTERM runs its trap to the end and is `Killed` after KillWait. The step
+ends 0:15 (0:9 when killed), the job's DerivedExitCode is 0:0. Caldera killed srun with the
+batch shell: no srun line, the step 0:9, DerivedExitCode 0:9. The lines of srun and of
+slurmstepd come from different processes, in any order (between the task's own lines
+too): they are compared sorted, apart from the task's output and srun's error lines.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.support.gateway_env import running_gateway
+from tests.support.real_slurm import real_jobs, run_real
+from tests.support.slurm_stack import SlurmStack
+
+pytestmark = pytest.mark.slurm
+
+Run = Callable[[list[str]], subprocess.CompletedProcess[str]]
+
+_SCRIPTS = {
+    "plain": '#!/bin/bash\nsrun sleep 300\necho "srun rc=$?"\n',
+    "trap": (
+        "#!/bin/bash\n"
+        'srun bash -c \'trap "echo trapped; sleep 2; echo done-trap" TERM; '
+        "sleep 300 & wait; sleep 30'\n"
+        'echo "srun rc=$?"\n'
+    ),
+}
+_RACY = re.compile(r"Job step aborted|got SIGCONT|forcing job termination|\*\*\* (STEP|JOB) ")
+
+
+def _until(what: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+
+
+def _scenario(run: Run, submit: Callable[..., str], where: Path, side: str) -> list[str]:
+    """Three jobs, each with a running step: one at its time limit, two cancelled."""
+    jobs = {
+        "limit": submit("-t", "1", "-o", str(where / f"{side}-%j.out"), str(where / "plain.sh")),
+        "plain": submit("-o", str(where / f"{side}-%j.out"), str(where / "plain.sh")),
+        "trap": submit("-o", str(where / f"{side}-%j.out"), str(where / "trap.sh")),
+    }
+
+    def step_runs(job: str) -> bool:
+        return f"{job}.0" in run(["squeue", "-h", "-s", "-j", job, "-o", "%i"]).stdout.split()
+
+    def gone(job: str) -> bool:
+        return not run(["squeue", "-h", "-j", job, "-o", "%i"]).stdout.strip()
+
+    for job in jobs.values():
+        _until(lambda job=job: step_runs(job), 90)  # type: ignore[misc]
+    time.sleep(1)  # the trap is set
+    seen = []
+    for name in ("plain", "trap"):
+        done = run(["scancel", jobs[name]])
+        seen.append(f"scancel {name}: rc={done.returncode} {done.stdout}{done.stderr}")
+    for job in jobs.values():
+        _until(lambda job=job: gone(job), 180)  # type: ignore[misc]
+    acct = ["sacct", "-n", "-P", "-o", "JobID,State,ExitCode,DerivedExitCode", "-j"]
+    for name, job in jobs.items():
+
+        def named(text: str, job: str = job) -> str:
+            text = re.sub(r"AT \S+", "AT <time>", text)
+            return re.sub(rf"(?<![\w.:=\-]){job}(?![\w\-])", "JOB", text)
+
+        lines = named((where / f"{side}-{job}.out").read_text()).splitlines()
+        told = sorted(line for line in lines if _RACY.search(line))
+        seen.append(f"{name} output:\n" + "\n".join(x for x in lines if not _RACY.search(x)))
+        seen.append(f"{name} told:\n" + "\n".join(told))
+        _until(lambda job=job: ".0|CANCELLED" in run([*acct, job]).stdout, 60)  # type: ignore[misc]
+        seen.append(f"{name} sacct:\n" + named(run([*acct, job]).stdout).replace(" by 0", ""))
+    return seen
+
+
+def test_a_job_ending_with_a_running_step_is_told_and_recorded_as_slurm_does_it(
+    cluster: SlurmStack,
+) -> None:
+    where = Path(tempfile.mkdtemp(prefix="job-end-steps-", dir="/tmp"))
+    where.chmod(0o777)
+    for name, text in _SCRIPTS.items():
+        (where / f"{name}.sh").write_text(text)
+    config = f'[local]\nslurm_conf = "{cluster.slurm_conf}"\n'
+    with real_jobs() as submit, running_gateway(config) as gw, ThreadPoolExecutor(2) as pool:
+        # both sides at once: the time limit costs each a minute and a half
+        theirs = pool.submit(_scenario, run_real, submit, where, "real")
+        ours = pool.submit(
+            _scenario,
+            lambda argv: gw.run(argv),
+            lambda *args: str(gw.sbatch(*args)),
+            where,
+            "ours",
+        )
+        got_theirs, got_ours = theirs.result(), ours.result()
+    assert "task 0: Terminated" in got_theirs[2]  # the scenario ran as meant
+    assert "DUE TO TIME LIMIT" in got_theirs[3]
+    for i, told in enumerate(got_theirs):
+        # slurmstepd's STEP line is now and then missing on the test cluster (1 run in 4
+        # here): Caldera always writes it, and is compared without it when Slurm had none
+        if told.split(":\n")[0].endswith(" told") and "*** STEP" not in told:
+            got_ours[i] = "\n".join(x for x in got_ours[i].split("\n") if "*** STEP" not in x)
+    assert got_ours == got_theirs, "\n".join([*got_ours, "=== real Slurm:", *got_theirs])
+    shutil.rmtree(where, ignore_errors=True)

@@ -6,6 +6,8 @@ A step cancelled alone is told as the test cluster tells it: srun's `Job step ab
 line, slurmstepd's `*** STEP ID ON NODE CANCELLED AT ... ***` (named after the step's first
 node), then SIGKILL to the step; srun is told through `steps/N.cancelled` (so it does not
 add `Force Terminated`), and who cancelled it goes into `cancelled_steps.json` for sacct.
+When the whole job ends (scancel, the time limit, a preemption), every running step is told
+the same way before the job's SIGCONT and SIGTERM, and srun leaves its tasks to them.
 """
 
 from __future__ import annotations

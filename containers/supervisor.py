@@ -13,8 +13,9 @@ way, so it outlives the gateway and the fork server, even a SIGKILL of them. It:
   else to the srun steps), enforces the memory limit like OverMemoryKill (sums the RSS of the
   job's processes; SIGKILL; OUT_OF_MEMORY with Slurm's SIG_OOM status), and serves requests
   in `ctl/` (cancel, signal, a step's signal or cancel: containers/step_signals.py, suspend
-  and resume: containers/suspend.py, the time limit clock
-  standing still while suspended); SIGTERM to the supervisor itself cancels the job;
+  and resume: containers/suspend.py, the time limit clock standing still while suspended);
+  SIGTERM to the supervisor itself cancels the job; a job that ends waits for its srun steps
+  to record their end (slurmstepd's COMPLETING), SIGKILL to their tasks after KillWait;
 - writes the `batch` step and `result.json` (atomically), then exits.
 """
 

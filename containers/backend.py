@@ -33,7 +33,7 @@ from containers.notify import ChangeListener
 from containers.planning import STEP_DIR_VAR, NodeSettings, plan_job
 from containers.proctrack import RECORD_FILE, attempt_name, namespace_for, select_tracker
 from containers.spool import JobResult, read_json, write_json
-from containers.steprecords import srun_records
+from containers.steprecords import srun_record
 from containers.suspend import request_pause
 from gateway.model.backend import BackendError, BackendEvent, Launch
 from gateway.model.cluster import ClusterState, Gpu, Node, NodeState, Partition
@@ -270,7 +270,7 @@ class LocalBackend:
         """scancel ID.STEP: the supervisor signals that step's processes (a cancel: writes
         slurmstepd's and srun's lines, SIGKILL, and records `by` for sacct's CANCELLED by)."""
         jobdir = self.job_dir(job.job_id, job.restart_count)
-        record = srun_records(jobdir).get(str(step)) if (jobdir / "spawned").exists() else None
+        record = srun_record(jobdir, step) if (jobdir / "spawned").exists() else None
         if (jobdir / "result.json").exists() or not record or record.get("state") != "RUNNING":
             if signal is None or signal == 9:  # a signal to no step: nobody is told
                 raise BackendError(f"job {job.job_id}: no step {step}", errno=2017)

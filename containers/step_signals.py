@@ -25,7 +25,7 @@ import psutil
 from containers.proc import descendants
 from containers.spool import open_dir, read_json, write_json
 from containers.step_rules import ABORTED_SUFFIX
-from containers.steprecords import CANCELLED_STEPS, srun_records
+from containers.steprecords import CANCELLED_STEPS, srun_record, srun_records
 
 __all__ = ["Telling", "abort_steps", "cancel_step", "running_steps", "signal_steps"]
 
@@ -78,8 +78,8 @@ class Telling:
 
 def cancel_step(jobdir: Path, uid: int, step: str, by: int, telling: Telling) -> None:
     """scancel ID.STEP by uid `by`: told, recorded for sacct, SIGKILL to that step."""
-    record = srun_records(jobdir, uid).get(step)
-    if not step.isdigit() or record is None or record.get("state") != "RUNNING":
+    record = srun_record(jobdir, int(step), uid) if step.isdigit() else None
+    if record is None or record.get("state") != "RUNNING":
         return
     telling.abort(jobdir, step, record)
     cancelled = read_json(jobdir / CANCELLED_STEPS)

@@ -25,6 +25,7 @@ __all__ = [
     "CLOSED_STEPS",
     "MAX_STEP_RECORDS",
     "read_steps",
+    "srun_record",
     "srun_records",
     "step_order",
 ]
@@ -58,6 +59,19 @@ def srun_records(jobdir: Path, uid: int | None = None) -> dict[str, dict[str, An
             if isinstance(data, dict):
                 out[str(step)] = data
         return out
+    finally:
+        os.close(fd)
+
+
+def srun_record(jobdir: Path, step: int, uid: int | None = None) -> dict[str, Any] | None:
+    """srun's record of one step, read as `srun_records` reads each (None: none such)."""
+    fd = open_dir(jobdir / "steps")
+    if fd is None:
+        return None
+    try:
+        owner = os.fstat(fd).st_uid if uid is None else uid
+        data = read_owned_json(fd, f"{step}.json", owner)
+        return data if isinstance(data, dict) else None
     finally:
         os.close(fd)
 

@@ -416,10 +416,11 @@ def build_app(gw: Gateway) -> FastAPI:
         """scancel: cancel or signal jobs by id and/or filters."""
         caller = _caller(request, gw)
         filters = Filters(body.user, body.name, frozenset(_states(body.states)), body.partition)
-        targets, unknown = select(_targets(body.ids), gw.visible_jobs(), filters, body.verify)
+        jobs = gw.visible_jobs() if body.verify or filters or body.steps else []
+        targets, unknown = select(_targets(body.ids), jobs, filters, body.verify)
         results = [ops.OpResult(ops.target_name(t), SlurmErrno.INVALID_JOB_ID) for t in unknown]
         results += await ops.cancel(gw, targets, caller, body.signal, body.batch_only)
-        steps, missing = split_steps(body.steps, gw.visible_jobs())  # unknown: named in full
+        steps, missing = split_steps(body.steps, jobs)  # unknown: named in full
         done = [ops.OpResult(text, SlurmErrno.INVALID_JOB_ID) for text in missing]
         done += await ops.signal_steps(gw, steps, caller, body.signal)
         return {**_results(results), "steps": _results(done)["results"]}

@@ -75,15 +75,12 @@ def split_steps(
     """`scancel ID.STEP` operands: (those of an unfinished job, as text, job and step
     number; those scancel's check does not find, answered "Invalid job id")."""
     named: list[tuple[str, Target, int]] = []
-    malformed: list[str] = []
     for text in steps:
         head, _, step = text.partition(".")
         targets = parse_targets(head)
         if targets is not None and len(targets) == 1 and step.isdigit() and len(step) < 10:
             named.append((text, targets[0], int(step)))
-        else:
-            malformed.append(text)
     unknown = set(names_no_active_job([t for _, t, _ in named], list(jobs)))
     found = [n for n in named if n[1] not in unknown]
-    missing = {n[0] for n in named if n[1] in unknown} | set(malformed)
-    return found, [text for text in steps if text in missing]
+    kept = {text for text, _, _ in found}
+    return found, [text for text in steps if text not in kept]

@@ -43,6 +43,7 @@ _SCRIPTS = {
         'echo "srun rc=$?"\n'
     ),
 }
+_SOMETIMES = ("*** STEP", "srun: forcing job termination")
 _RACY = re.compile(r"Job step aborted|got SIGCONT|forcing job termination|\*\*\* (STEP|JOB) ")
 
 
@@ -92,6 +93,19 @@ def _scenario(run: Run, submit: Callable[..., str], where: Path, side: str) -> l
     return seen
 
 
+def _without_missing(ours: list[str], theirs: list[str]) -> list[str]:
+    """Caldera's answers without the lines Slurm now and then leaves out, where it did:
+    slurmstepd's STEP line (1 run in 4 here) and, at the time limit, srun's `forcing job
+    termination` (2 runs in 5: the task was gone before the batch step's SIGTERM reached
+    srun). Caldera always writes both."""
+    out = list(ours)
+    for i, told in enumerate(theirs):
+        for line in _SOMETIMES:
+            if told.split(":\n")[0].endswith(" told") and line not in told:
+                out[i] = "\n".join(x for x in out[i].split("\n") if line not in x)
+    return out
+
+
 def test_a_job_ending_with_a_running_step_is_told_and_recorded_as_slurm_does_it(
     cluster: SlurmStack,
 ) -> None:
@@ -113,10 +127,12 @@ def test_a_job_ending_with_a_running_step_is_told_and_recorded_as_slurm_does_it(
         got_theirs, got_ours = theirs.result(), ours.result()
     assert "task 0: Terminated" in got_theirs[2]  # the scenario ran as meant
     assert "DUE TO TIME LIMIT" in got_theirs[3]
-    for i, told in enumerate(got_theirs):
-        # slurmstepd's STEP line is now and then missing on the test cluster (1 run in 4
-        # here): Caldera always writes it, and is compared without it when Slurm had none
-        if told.split(":\n")[0].endswith(" told") and "*** STEP" not in told:
-            got_ours[i] = "\n".join(x for x in got_ours[i].split("\n") if "*** STEP" not in x)
-    assert got_ours == got_theirs, "\n".join([*got_ours, "=== real Slurm:", *got_theirs])
+    if _without_missing(got_ours, got_theirs) != got_theirs:
+        # Slurm's own answer varies from run to run (above): Caldera's must be one Slurm
+        # gave, so one more real run is asked before it is called different
+        with real_jobs() as submit:
+            got_theirs = _scenario(run_real, submit, where, "real")
+    assert _without_missing(got_ours, got_theirs) == got_theirs, "\n".join(
+        [*got_ours, "=== real Slurm:", *got_theirs]
+    )
     shutil.rmtree(where, ignore_errors=True)

@@ -268,7 +268,9 @@ class LocalBackend:
 
     def signal_step(self, job: Job, step: int, signal: int | None, by: int) -> None:
         """scancel ID.STEP: the supervisor signals that step's processes (a cancel: writes
-        slurmstepd's and srun's lines, SIGKILL, and records `by` for sacct's CANCELLED by)."""
+        slurmstepd's and srun's lines, SIGKILL, and records `by` for sacct's CANCELLED by).
+        A signal to a step on fewer nodes than the job's is delivered and then refused, as
+        the test cluster answers it (`Invalid job id specified`, exit 225)."""
         jobdir = self.job_dir(job.job_id, job.restart_count)
         record = srun_record(jobdir, step) if (jobdir / "spawned").exists() else None
         if (jobdir / "result.json").exists() or not record or record.get("state") != "RUNNING":
@@ -277,6 +279,11 @@ class LocalBackend:
             return
         request = {"action": "signal_step", "step": step, "signal": signal, "by": by}
         write_json(jobdir / "ctl" / f"{time.time_ns()}.json", request, mode=0o600)
+        nodes = record.get("nodes")
+        if signal not in (None, 9) and isinstance(nodes, list) and len(job.nodes) > len(nodes):
+            # scancel's slurm_signal_job_step asks every node of the job: those without the
+            # step answer "Invalid job id" after the step's own nodes have signalled it
+            raise BackendError(f"job {job.job_id}: step {step} not on every node", errno=2017)
 
     def preempt_run(self, job: Job, at: float) -> None:
         """A preemption's end (grace over): the supervisor writes slurmstepd's `DUE TO

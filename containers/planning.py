@@ -17,15 +17,15 @@ from containers.launching import SHIMS_DIR_VAR, SRUN_DIR_VAR, shims_dir
 from containers.proc import login_environment
 from containers.spool import ContainerPlan, JobPlan
 from containers.srun_io import KILL_WAIT_VAR
+from containers.step_rules import PERIODIC_TIMEOUT_S
 from gateway.compat.filename import NO_TASK, PatternContext, default_output, expand_for_open
 from gateway.compat.job_env import batch_environment, submit_rlimits, submit_umask
 from gateway.model.backend import BackendError, Launch
 from gateway.model.values import INFINITE
 
-__all__ = ["PERIODIC_TIMEOUT_S", "STEP_DIR_VAR", "NodeSettings", "plan_job"]
+__all__ = ["STEP_DIR_VAR", "NodeSettings", "plan_job"]
 
 STEP_DIR_VAR = "CALDERA_STEP_DIR"  # where srun records steps (set in every job's environment)
-PERIODIC_TIMEOUT_S = 30.0  # slurmctld.h: job_time_limit() runs this often (controller.c)
 
 
 @dataclass(frozen=True, slots=True)

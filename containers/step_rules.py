@@ -1,16 +1,26 @@
-"""What srun decides the same way on the local runner and in Kubernetes pods: per-task
-file names (`-o out-%t.txt`, -e, -i) and the status and state a finished step is recorded
-with (shipped to job pods beside the launcher: standard library only)."""
+"""What the local runner and Kubernetes pods decide the same way: srun's per-task file names
+(`-o out-%t.txt`, -e, -i), the status and state a finished step is recorded with, and when
+--signal's warning is due (shipped to job pods beside the launcher: standard library only)."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 
-__all__ = ["ABORTED_SUFFIX", "recorded_state", "recorded_status", "task_file_name"]
+__all__ = [
+    "ABORTED_SUFFIX",
+    "PERIODIC_TIMEOUT_S",
+    "recorded_state",
+    "recorded_status",
+    "task_file_name",
+    "warning_time",
+]
 
 # `steps/N.cancelled`: the supervisor tells srun that step N was cancelled (scancel ID.N)
 ABORTED_SUFFIX = ".cancelled"
+
+PERIODIC_TIMEOUT_S = 30.0  # slurmctld.h: job_time_limit() runs this often (controller.c)
 
 _FIELD = re.compile(r"%(\d*)([tnNjsJu%])")
 
@@ -65,3 +75,14 @@ def recorded_state(status: int) -> str:
     if status & 0x7F:
         return "CANCELLED"
     return "FAILED" if status else "COMPLETED"
+
+
+def warning_time(deadline: float, lead_s: float, period_s: float, not_before: float) -> float:
+    """When slurmctld's --signal warning reaches a job ending at `deadline`: at the first of
+    its periodic time-limit checks (controller.c runs job_time_limit() every
+    PERIODIC_TIMEOUT, on one clock for every job: here multiples of `period_s` since the
+    epoch) at which the end is at most `lead_s + period_s` away (send_job_warn_signal), and
+    not before `not_before`. A lead beyond the time limit is due at once, yet still waits
+    for that check: a job that ends sooner gets no signal."""
+    due = max(deadline - lead_s - period_s, not_before)
+    return math.ceil(due / period_s) * period_s if period_s > 0 else due

@@ -16,7 +16,7 @@ import contextlib
 import os
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +46,17 @@ def _step_processes(jobdir: Path, uid: int, only: str | None) -> list[psutil.Pro
     return list(out.values())
 
 
-def signal_steps(jobdir: Path, uid: int, sig: int, only: str | None = None) -> None:
+def signal_steps(
+    jobdir: Path, uid: int, sig: int, only: str | None = None, telling: Telling | None = None
+) -> None:
     """`sig` to the running steps' processes (slurmstepd signals the step's whole cgroup:
-    a task's `sleep` dies of a USR1 its shell traps)."""
+    a task's `sleep` dies of a USR1 its shell traps). A TERM from scancel (`telling`) is
+    said first: slurmstepd's CANCELLED line for each running step, once; the steps may
+    trap it and run on."""
+    if sig == signal.SIGTERM and telling is not None:
+        for step, record in srun_records(jobdir, uid).items():
+            if record.get("state") == "RUNNING" and step.isdigit() and only in (None, step):
+                telling.cancelled(step, record)
     for proc in _step_processes(jobdir, uid, only):
         with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
             proc.send_signal(sig)
@@ -57,23 +65,34 @@ def signal_steps(jobdir: Path, uid: int, sig: int, only: str | None = None) -> N
 @dataclass(frozen=True, slots=True)
 class Telling:
     """How a step's abort is told: the job's id, KillWait, the time stamp, the reason
-    (` DUE TO TIME LIMIT`...) and `write`, which puts a line into the job's stderr."""
+    (` DUE TO TIME LIMIT`...), `write`, which puts a line into the job's stderr, and the
+    steps whose slurmstepd has already said CANCELLED (it says it once: `msg_sent`)."""
 
     ident: str
     kill_wait_s: float
     at: str
     why: str
     write: Callable[[str], None]
+    told: set[str] = field(default_factory=set)
 
     def abort(self, jobdir: Path, step: str, record: dict[str, Any]) -> None:
         """srun's and slurmstepd's lines, then srun told through `steps/N.cancelled`."""
-        nodes = record.get("nodes")
-        node = str(nodes[0]) if isinstance(nodes, list) and nodes else "localhost"
         wait = int(self.kill_wait_s) + 2  # KillWait + srun's STEP_ABORT_TIME
         self.write(f"srun: Job step aborted: Waiting up to {wait} seconds for job step to finish.")
+        self.cancelled(step, record)
+        _tell_srun(jobdir / "steps", f"{step}{ABORTED_SUFFIX}")
+
+    def cancelled(self, step: str, record: dict[str, Any]) -> None:
+        """slurmstepd's `*** STEP ID ON NODE CANCELLED AT ... ***` (named after the step's
+        first node), once per step: also for a SIGTERM that scancel sends the step alone
+        (`_handle_signal_container` says it for TERM and KILL)."""
+        if step in self.told:
+            return
+        self.told.add(step)
+        nodes = record.get("nodes")
+        node = str(nodes[0]) if isinstance(nodes, list) and nodes else "localhost"
         what = f"STEP {self.ident}.{step} ON {node} CANCELLED AT {self.at}{self.why}"
         self.write(f"slurmstepd-{node}: error: *** {what} ***")
-        _tell_srun(jobdir / "steps", f"{step}{ABORTED_SUFFIX}")
 
 
 def cancel_step(jobdir: Path, uid: int, step: str, by: int, telling: Telling) -> None:

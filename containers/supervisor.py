@@ -46,13 +46,14 @@ from containers.runner import (
     open_job_io,
 )
 from containers.spool import LOG_ONLY, JobPlan, JobResult, read_json, step_to_json, write_json
+from containers.step_rules import warning_time
 from containers.step_signals import Telling, abort_steps, cancel_step, running_steps, signal_steps
 from containers.steprecords import BATCH_STEP, CLOSED_STEPS, read_steps
 from containers.suspend import Pause
 from gateway.model.job import Step, batch_step_state, exit_code_pair, wait_status
 from gateway.model.state import JobState, Reason
 
-__all__ = ["SIG_IO_FAILURE", "SIG_OOM", "Supervisor", "main", "warning_time"]
+__all__ = ["SIG_IO_FAILURE", "SIG_OOM", "Supervisor", "main"]
 
 SIG_OOM = 253  # Slurm's dummy status for out of memory (sacct: 0:125)
 SIG_IO_FAILURE = 53  # the signal slurmstepd reports when the job's files cannot be opened
@@ -84,6 +85,7 @@ class Supervisor:
         self.deadline: float | None = None  # the time limit, as a clock time
         self.signal_at: float | None = None  # --signal, ahead of the deadline (sent once)
         self.signal_sent = False
+        self.told: set[str] = set()  # steps whose CANCELLED line is written (once each)
         self.max_rss_kb = 0
         self.io: OpenedIO | None = None
         self.pause = Pause(jobdir)
@@ -116,11 +118,13 @@ class Supervisor:
         return requests
 
     def _signal_steps(self, sig: int, only: str | None = None) -> None:
-        signal_steps(self.dir, self.plan.uid, sig, only)
+        signal_steps(self.dir, self.plan.uid, sig, only, self._telling(time.time(), ""))
 
     def _telling(self, now: float, why: str) -> Telling:
         plan = self.plan
-        return Telling(str(plan.job_id), plan.kill_wait_s, _stamp(now), why, self._write_line)
+        return Telling(
+            str(plan.job_id), plan.kill_wait_s, _stamp(now), why, self._write_line, self.told
+        )
 
     def _write_line(self, line: str) -> None:
         if self.io is not None:
@@ -451,17 +455,6 @@ class Supervisor:
         data["max_rss_kb"] = self.max_rss_kb
         write_json(self.dir / "result.json", data)
         announce_change(self.dir.parent.parent)  # the spool's gateway polls now
-
-
-def warning_time(deadline: float, lead_s: float, period_s: float, not_before: float) -> float:
-    """When slurmctld's --signal warning reaches a job ending at `deadline`: at the first of
-    its periodic time-limit checks (controller.c runs job_time_limit() every
-    PERIODIC_TIMEOUT, on one clock for every job: here multiples of `period_s` since the
-    epoch) at which the end is at most `lead_s + period_s` away (send_job_warn_signal), and
-    not before `not_before`. A lead beyond the time limit is due at once, yet still waits
-    for that check: a job that ends sooner gets no signal."""
-    due = max(deadline - lead_s - period_s, not_before)
-    return math.ceil(due / period_s) * period_s if period_s > 0 else due
 
 
 def _detach() -> None:

@@ -162,3 +162,57 @@ def test_one_step_is_cancelled_or_signalled_as_slurm_does_it(cluster: SlurmStack
         ours = _step_scenario(lambda argv: gw.run(argv), lambda *args: str(gw.sbatch(*args)), where)
     assert ours == theirs
     shutil.rmtree(where, ignore_errors=True)
+
+
+_TERM_SCRIPT = """#!/bin/bash
+srun -N1 -n1 bash -c 'trap "echo step-TERM" TERM; trap "echo step-USR1" USR1
+trap "exit 0" USR2; while :; do sleep 0.1; done'
+echo "srun rc=$?"
+"""
+
+
+def _term_scenario(run: Run, submit: Callable[..., str], where: Path) -> list[str]:
+    """A 2-node job whose step runs on one node: signals to that step, TERM to the job."""
+    seen: list[str] = []
+    job = submit("-N", "2", "-o", str(where / "term-%j.out"), str(where / "term.sh"))
+
+    def named(text: str) -> str:  # not the number of "User defined signal 1"
+        return re.sub(rf"(?<![\w.:=\-])(?<!signal ){job}(?![\w\-])", "JOB", text)
+
+    def say(*argv: str) -> None:
+        done = run(list(argv))
+        seen.append(named(f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}rc={done.returncode}"))
+        time.sleep(1)  # the task's trap has run before the next signal
+
+    assert _step_running(run, job, "0")
+    time.sleep(1)  # the traps are set
+    say("scancel", "-s", "USR1", f"{job}.0")  # delivered, yet node02 has no such step
+    say("scancel", "-s", "TERM", job)  # the steps, not the batch shell: said once per step
+    say("scancel", "-s", "TERM", job)
+    say("scancel", "-s", "USR2", f"{job}.0")
+    assert _state(run, job, "COMPLETED") == "COMPLETED"
+    out = named(re.sub(r"AT \S+ \*\*\*", "AT <time> ***", (where / f"term-{job}.out").read_text()))
+    # bash says a child died of a signal before or after it runs its trap, as it happens
+    seen.append("\n".join(sorted(out.splitlines())))
+    return seen
+
+
+def test_signals_to_steps_answer_and_say_what_slurm_does(cluster: SlurmStack) -> None:
+    """`scancel -s SIG ID.STEP` of a step on fewer nodes than its job's: the step gets the
+    signal, and scancel reports `Invalid job id specified` (exit 225), because Slurm asks
+    every node of the job and the others have no such step. `scancel -s TERM ID` reaches
+    the steps, not the batch shell, and slurmstepd says `*** STEP ID.0 ON node01 CANCELLED
+    AT ... ***` the first time only; the step traps it and runs on."""
+    where = Path(tempfile.mkdtemp(prefix="scancel-term-", dir="/tmp"))
+    where.chmod(0o777)
+    (where / "term.sh").write_text(_TERM_SCRIPT)
+    with real_jobs() as submit:
+        theirs = _term_scenario(run_real, submit, where)
+    assert "rc=225" in theirs[0]  # the scenario ran as meant
+    assert theirs[-1].count("*** STEP JOB.0 ON node01 CANCELLED") == 1
+    assert theirs[-1].count("step-TERM") == 2
+    config = f'[local]\nslurm_conf = "{cluster.slurm_conf}"\n'
+    with running_gateway(config) as gw:
+        ours = _term_scenario(lambda argv: gw.run(argv), lambda *args: str(gw.sbatch(*args)), where)
+    assert ours == theirs
+    shutil.rmtree(where, ignore_errors=True)

@@ -11,7 +11,7 @@ as well."""
 
 from __future__ import annotations
 
-from containers.supervisor import warning_time
+from containers.step_rules import warning_time
 
 
 def test_a_lead_beyond_the_limit_waits_for_the_next_periodic_check() -> None:

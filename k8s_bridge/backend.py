@@ -70,6 +70,7 @@ from k8s_bridge.reconcile import adoption_launch, index_pods, index_roots
 from k8s_bridge.render import TranslationError, render_gang, without_podgroup
 from k8s_bridge.request import GangRequest
 from k8s_bridge.room import RoomView
+from k8s_bridge.signals import JobSignals
 from k8s_bridge.states import LOST, event_kind
 from k8s_bridge.withdraw import Withdrawals, is_withdrawn, resubmitted, withdraw_attempt
 
@@ -78,10 +79,9 @@ __all__ = ["KubernetesBackend"]
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-_SIGNALS_THAT_CANCEL = (None, 9, 15)
 
 
-class KubernetesBackend(GracefulEnd, RoomView, GangController):
+class KubernetesBackend(GracefulEnd, JobSignals, RoomView, GangController):
     """Jobs as gangs of pods on one Kubernetes cluster (see the module docstring)."""
 
     def __init__(
@@ -296,18 +296,12 @@ class KubernetesBackend(GracefulEnd, RoomView, GangController):
         self._wake.set()
         return gang.backend_id
 
-    def signal_step(self, job: Job, step: int, signal: int | None, by: int) -> None:
-        """Not here: the gateway has no channel to the step's pods (NOT_SUPPORTED)."""
-        raise BackendError(f"cluster {self.name}: a step of a Kubernetes job cannot be signalled")
-
     def cancel(self, job: Job, signal: int | None = None, batch_only: bool = False) -> None:
-        """Cancel (delete every object of) the job; other signals cannot be delivered."""
-        if signal not in _SIGNALS_THAT_CANCEL or batch_only:
-            raise BackendError(
-                f"cluster {self.name}: a Kubernetes pod cannot be sent signal {signal}"
-                f"{' to the batch step only' if batch_only else ''}; only cancellation "
-                "(TERM/KILL) is supported"
-            )
+        """Cancel (delete every object of) the job; another signal, or one to the batch
+        shell alone, reaches its processes through exec (signals.py)."""
+        if signal is not None and (batch_only or signal != 9):
+            self.signal_job(job, signal, batch_only)
+            return
         now = self.clock()
         with self._lock:
             gangs = [g for g in self._gangs.values() if g.names.job_id == job.job_id]

@@ -1,28 +1,34 @@
 """What a gang's pods need for srun/mpirun across ranks (pure; render.py and objects.py use it).
 
-- The launcher (pod_launcher.py, pod_agent.py, pod_init.py, pod_launch_plan.py, pod_wire.py
-  and the local runner's containers/multi_prog.py: standard library only) lives in one
-  ConfigMap per namespace, `<prefix>-launcher`, not in each job's root: it is ~50 KB, and a
-  copy per job would add gigabytes to etcd in a flood of 100,000 jobs. objects.py creates
-  it (or brings its content up to date) before the first gang; pods mount it read-only at
-  /caldera/launch (`bin/srun` first in PATH; `launcher.py init` runs the batch script on
-  rank 0, `launcher.py agent` serves the tasks of ranks > 0).
+- The launcher (pod_launcher.py, pod_agent.py, pod_init.py, pod_signal.py, pod_launch_plan.py,
+  pod_wire.py, pod_step_files.py and the local runner's containers/multi_prog.py and
+  step_rules.py: standard library only) lives in one ConfigMap per namespace,
+  `<prefix>-launcher`, not in each job's root: it is ~50 KB, and a copy per job would add
+  gigabytes to etcd in a flood of 100,000 jobs. objects.py creates it (or brings its
+  content up to date) before the first gang; pods mount it read-only at /caldera/launch
+  (`bin/srun` first in PATH; `launcher.py init` runs the batch script on rank 0,
+  `launcher.py agent` serves the tasks of ranks > 0, `launcher.py signal` is scancel's).
 - The job's secret: a token in the root ConfigMap (mounted 0400, readable by the job's
   group through fsGroup), HMAC(launcher_key, attempt name), so a retried render gives the
   same value and no random state is kept; `launcher_key` is random per gateway process
   (K8sOptions). The agents prove the client knows it (pod_agent.py).
 - The rank addresses: `hosts` in the root, empty at creation, written once every rank has a
   pod IP (`hosts_text`, by the controller); the kubelet refreshes the mounted file.
+- --signal's warning: `warn` in the root (`warning_text`), which rank 0's init reads and
+  delivers before the time limit as slurmctld does (pod_init.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from containers.step_rules import PERIODIC_TIMEOUT_S
+from gateway.model.values import SignalSpec
 from k8s_bridge.names import (
     LABEL_CLUSTER,
     LABEL_MANAGED,
@@ -36,6 +42,7 @@ __all__ = [
     "AGENT_PORT",
     "BATCH_INIT",
     "LAUNCH_DIR",
+    "NO_LAUNCHER",
     "WORKER_COMMAND",
     "hosts_text",
     "job_token",
@@ -44,6 +51,8 @@ __all__ = [
     "launcher_name",
     "launcher_volume",
     "search_path",
+    "signal_command",
+    "warning_text",
 ]
 
 Manifest = dict[str, Any]
@@ -56,6 +65,7 @@ SOURCES = {
     "launch-wire": (_HERE / "pod_wire.py").read_text(),
     "agent": (_HERE / "pod_agent.py").read_text(),
     "init": (_HERE / "pod_init.py").read_text(),
+    "signal": (_HERE / "pod_signal.py").read_text(),
     "step-files": (_HERE / "pod_step_files.py").read_text(),
     "multi-prog": (_HERE.parent / "containers" / "multi_prog.py").read_text(),
     "step-rules": (_HERE.parent / "containers" / "step_rules.py").read_text(),
@@ -83,6 +93,15 @@ WORKER_COMMAND = (
 # process of the pod, as slurmstepd's does), or run as PID 1 itself in an image without
 # python3. The command follows as arguments.
 BATCH_INIT = ("/bin/sh", "-c", _launcher_or('init "$@"', 'exec "$@"'), "caldera-init")
+# scancel's signals, run in rank 0's container by the API's exec (pod_signal.py)
+NO_LAUNCHER = 4  # the image has no python3 (or the namespace no launcher)
+_SIGNAL = _launcher_or('signal "$@"', f"echo 'no launcher in this pod' >&2; exit {NO_LAUNCHER}")
+
+
+def signal_command(signum: int, batch_only: bool = False, step: int | None = None) -> list[str]:
+    """The command that signals the job in rank 0 (numbers only: nothing of the user's)."""
+    where = ["--batch"] if batch_only else [] if step is None else ["--step", str(int(step))]
+    return ["/bin/sh", "-c", _SIGNAL, "caldera-signal", *where, str(int(signum))]
 
 
 def launcher_name(prefix: str) -> str:
@@ -123,6 +142,7 @@ def launcher_volume(prefix: str) -> Manifest:
                 {"key": "launch-wire", "path": "lib/k8s_bridge/pod_wire.py"},
                 {"key": "agent", "path": "lib/k8s_bridge/pod_agent.py"},
                 {"key": "init", "path": "lib/k8s_bridge/pod_init.py"},
+                {"key": "signal", "path": "lib/k8s_bridge/pod_signal.py"},
                 {"key": "step-files", "path": "lib/k8s_bridge/pod_step_files.py"},
                 {"key": "multi-prog", "path": "lib/containers/multi_prog.py"},
                 {"key": "step-rules", "path": "lib/containers/step_rules.py"},
@@ -143,6 +163,23 @@ def search_path(environment: Mapping[str, str]) -> str:
 def job_token(key: bytes, names: GangNames) -> str:
     """The attempt's secret (the same for every render of it in this gateway process)."""
     return hmac.new(key, f"caldera-job:{names.base}".encode(), hashlib.sha256).hexdigest()
+
+
+def warning_text(signal: SignalSpec | None, limit_s: int | None, time_scale: float) -> str:
+    """`--signal`'s warning for rank 0's init (pod_init.py): the signal, its lead, the period
+    of slurmctld's time-limit checks and the limit (the pod's activeDeadlineSeconds), in real
+    seconds, and whether the batch shell alone gets it. Empty without a time limit or for
+    `R:` (a reservation's end, which the local runner does not signal either)."""
+    if signal is None or signal.reservation or not limit_s:
+        return ""
+    warning = {
+        "signal": signal.signal,
+        "lead_s": signal.time * time_scale,
+        "period_s": PERIODIC_TIMEOUT_S * time_scale,
+        "limit_s": limit_s,
+        "batch_only": signal.batch_only,
+    }
+    return json.dumps(warning, separators=(",", ":"))
 
 
 def hosts_text(names: GangNames, ranks: int, ips: Mapping[int, str | None]) -> str | None:

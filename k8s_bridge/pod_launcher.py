@@ -8,6 +8,7 @@ package. Three roles:
 
 - `launcher.py init CMD...`: PID 1 of rank 0, running the batch script (pod_init.py).
 - `launcher.py agent`: every rank but 0, running srun's tasks on its node (pod_agent.py).
+- `launcher.py signal ...`: scancel's signals, run in rank 0 by the API's exec (pod_signal.py).
 - `srun ...` on rank 0 (the batch script's pod): lays the step out on the allocation as
   Slurm 22.05's srun (pod_launch_plan.py), gives each task SLURM_PROCID/LOCALID/NODEID/
   STEP_ID..., runs the tasks of its own node itself and the others through their node's
@@ -40,6 +41,7 @@ if os.path.isdir("/caldera/launch/lib/k8s_bridge"):  # in a pod: the modules bes
 from containers.multi_prog import MultiProgError, multi_prog
 from containers.step_rules import recorded_state, recorded_status
 from k8s_bridge.pod_agent import PORT, TOKEN_PATH, agent, killpg, read_token
+from k8s_bridge.pod_init import WARN_PATH
 from k8s_bridge.pod_init import run as run_init
 from k8s_bridge.pod_launch_plan import (
     UNSUPPORTED,
@@ -52,6 +54,8 @@ from k8s_bridge.pod_launch_plan import (
     srun_status,
     task_env,
 )
+from k8s_bridge.pod_signal import main as signal_main
+from k8s_bridge.pod_signal import step_dir
 from k8s_bridge.pod_step_files import record_step, task_files
 from k8s_bridge.pod_wire import (
     AUTH,
@@ -70,7 +74,10 @@ from k8s_bridge.pod_wire import (
 
 HOSTS_PATH = "/caldera/job/hosts"
 _FORWARDED: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-_FORWARDED += (signal.SIGUSR1, signal.SIGUSR2)
+_FORWARDED += (signal.SIGCONT, signal.SIGALRM)
+# kept for the tasks when they come before the tasks exist
+_QUEUED: tuple[int, ...] = (signal.SIGUSR1, signal.SIGUSR2)
+_FORWARDED += _QUEUED
 
 # --- srun -------------------------------------------------------------------------------
 
@@ -123,12 +130,41 @@ class _Output:
                 self.write(rank, fd, rest + b"\n")
 
 
-class Remote:
+class _Task:
+    """A task's signals: one sent before the task has started waits for its start, as srun
+    forwards what it gets while the step is still being launched (--signal's warning may
+    come while srun waits for the ranks' addresses)."""
+
+    def __init__(self) -> None:
+        self._signals = threading.Lock()
+        self._started = False
+        self._pending: list[int] = []
+
+    def signal(self, signum: int) -> None:
+        with self._signals:
+            if not self._started:
+                self._pending.append(signum)
+                return
+        self._deliver(signum)
+
+    def _begun(self) -> None:
+        with self._signals:
+            self._started = True
+            pending, self._pending = self._pending, []
+        for signum in pending:
+            self._deliver(signum)
+
+    def _deliver(self, signum: int) -> None:
+        raise NotImplementedError
+
+
+class Remote(_Task):
     """One task through its node's agent."""
 
     sock: socket.socket | None = None
 
     def __init__(self, address: tuple[str, int], token: bytes, connect_s: float = 60.0) -> None:
+        super().__init__()
         self.address, self.token, self.connect_s = address, token, connect_s
         self.lock = threading.Lock()
 
@@ -160,6 +196,7 @@ class Remote:
         body = json.dumps({"argv": list(argv), "env": dict(env), "cwd": cwd}).encode()
         self.send(AUTH, proof(self.token, nonce, body))
         self.send(REQUEST, body)
+        self._begun()
         try:
             while True:
                 kind, payload = read_frame(self.rfile)
@@ -173,12 +210,12 @@ class Remote:
             self.sock.close()
             self.sock = None
 
-    def signal(self, signum: int) -> None:
+    def _deliver(self, signum: int) -> None:
         with contextlib.suppress(OSError):
             self.send(SIGNAL, str(signum).encode())
 
 
-class Local:
+class Local(_Task):
     """One task in this pod (the node srun runs on)."""
 
     proc: subprocess.Popen[bytes] | None = None
@@ -202,6 +239,7 @@ class Local:
             out.write(rank, 2, line.encode())
             return (exc.errno or 1) << 8
         proc = self.proc
+        self._begun()
 
         def pump(pipe: Any, fd: int) -> None:
             for chunk in iter(lambda: pipe.read1(65536), b""):
@@ -218,26 +256,33 @@ class Local:
             t.join()
         return (-code) & 0x7F if code < 0 else (code & 0xFF) << 8
 
-    def signal(self, signum: int) -> None:
+    def _deliver(self, signum: int) -> None:
         if self.proc is not None:
             killpg(self.proc.pid, signum)
 
 
 def _step_id() -> int:
-    """The job's next step id (0, 1, ...), unique among the sruns of this pod."""
-    base = os.path.join(os.environ.get("TMPDIR", "/tmp"), f".caldera-steps-{os.getuid()}")
+    """The job's next step id (0, 1, ...), unique among the sruns of this pod; the step's
+    directory names this srun (`pid`), for scancel's signals to it (pod_signal.py)."""
+    base = step_dir()
     os.makedirs(base, exist_ok=True)
     n = 0
     while True:
         try:
             os.mkdir(os.path.join(base, str(n)))
-            return n
+            break
         except FileExistsError:
             n += 1
+    with contextlib.suppress(OSError), open(os.path.join(base, str(n), "pid"), "w") as f:
+        f.write(f"{os.getpid()}\n")
+    return n
 
 
 def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
     """Run one step over the gang; srun's exit status."""
+    early: list[int] = []  # USR1/USR2 before the tasks exist (--signal): theirs once they do
+    for sig in _QUEUED:
+        signal.signal(sig, lambda signum, _: early.append(signum))
     opts, command = parse(argv)
     for name in UNSUPPORTED:
         if name in opts:
@@ -293,6 +338,9 @@ def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
 
     for sig in _FORWARDED:
         signal.signal(sig, lambda signum, _: [t.signal(signum) for t in tasks])
+    for signum in early:
+        for task in tasks:
+            task.signal(signum)
     threads = [threading.Thread(target=one, args=(r,), daemon=True) for r in range(ntasks)]
     for t in threads:
         t.start()
@@ -332,8 +380,10 @@ def main(argv: Sequence[str]) -> int:
             port = int(os.environ.get("CALDERA_AGENT_PORT", PORT))
             return agent(port, os.environ.get("CALDERA_TOKEN_FILE", TOKEN_PATH))
         if argv[1:2] == ["init"]:
-            return run_init(argv[2:])
-        sys.stderr.write("usage: srun [options] command... | launcher.py agent|init ...\n")
+            return run_init(argv[2:], os.environ.get("CALDERA_WARN_FILE", WARN_PATH))
+        if argv[1:2] == ["signal"]:
+            return signal_main(argv[2:])
+        sys.stderr.write("usage: srun [options] command... | launcher.py agent|init|signal ...\n")
         return 2
     if "SLURM_JOB_ID" not in os.environ:
         sys.stderr.write("srun: error: not inside a job (SLURM_JOB_ID is not set)\n")

@@ -32,6 +32,7 @@ from k8s_bridge.launch import (
     launcher_mount,
     launcher_volume,
     search_path,
+    warning_text,
 )
 from k8s_bridge.names import (
     ANN_JOB_NAME,
@@ -266,6 +267,7 @@ def _pod_spec(
                         {"key": "hostfile", "path": "hostfile"},
                         {"key": "hosts", "path": "hosts"},  # rank IPs (launch.py)
                         {"key": "token", "path": "token", "mode": 0o400},
+                        {"key": "warn", "path": "warn"},  # --signal (pod_init.py)
                     ],
                 },
             },
@@ -365,8 +367,9 @@ def render_gang(req: GangRequest, opts: K8sOptions, mode: GangMode) -> GangManif
         "metadata": _meta(req, names, names.root, "root", opts, common),
         **_script_data(req.script, hostfile(names, shares)),
     }
-    # the launcher's token, and the ranks' addresses once known (launch.py)
-    root["data"].update(hosts="", token=job_token(opts.launcher_key, names))
+    # the launcher's token, --signal's warning, and the ranks' addresses once known (launch.py)
+    warn = warning_text(req.spec.signal, req.deadline_s(opts.time_scale), opts.time_scale)
+    root["data"].update(hosts="", token=job_token(opts.launcher_key, names), warn=warn)
     env_data, dropped = _env_data(req, names, shares, opts)
     env_ann = {ANN_DROPPED_ENV: ",".join(dropped)} if dropped else None
     env: Manifest = {

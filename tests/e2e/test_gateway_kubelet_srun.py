@@ -212,3 +212,118 @@ def test_scancel_sends_sigterm_to_the_script_and_every_task_on_both_nodes(
         assert (home / f"term.{rank}").read_text() == f"TERM {rank} {pods[rank]}\n"
     assert "after-srun" not in (home / f"slurm-{job}.out").read_text()  # the script ended
     assert_nothing_left(kube, ns)
+
+
+@pytest.fixture
+def scaled_gw(kubelet_env: KubeletEnv, ns: str, base: Path) -> Iterator[Gateway]:
+    """Time limits at a quarter (-t 2 is 30 s; slurmctld's 30 s checks every 7.5 s)."""
+    config = cluster_config(
+        kubelet_env, ns, base, image=kubelet_env.mpi_image, cluster="time_scale = 0.25\n"
+    )
+    gw = start_gateway(base / "gw", config)
+    try:
+        yield gw
+    finally:
+        discard_gateway(gw)
+
+
+STEPS_WARNED = """#!/bin/sh
+trap 'echo batch-USR1' USR1
+srun -N 2 --ntasks-per-node=1 sh -c 'trap "echo USR1 $SLURM_PROCID $(hostname) \
+>usr1.$SLURM_PROCID; exit 0" USR1; while :; do sleep 0.1; done'
+echo after-srun $?
+"""
+BATCH_WARNED = """#!/bin/sh
+srun sh -c 'trap "echo step-USR1 >step-usr1" USR1; while :; do sleep 0.1; done' &
+trap 'echo batch-USR1; exit 0' USR1
+while :; do sleep 0.1; done
+"""
+
+
+def test_signal_warns_the_steps_on_both_nodes_or_with_b_the_batch_shell_alone(
+    scaled_gw: Gateway, kubelet_env: KubeletEnv, ns: str, home: Path
+) -> None:
+    """`--signal=USR1@40` and `--signal=B:USR1@40` with -t 2 (30 s here, a lead of 10 s: the
+    warning goes at the first periodic check, every 7.5 s, at most 17.5 s before the end, as
+    slurmctld sends it, so 12.5-20 s after the start, once the step's tasks have set their
+    traps): without B: every task of the running srun step gets USR1, on both nodes, and
+    the batch shell does not; with B: the batch shell alone. Each job ends by itself
+    (COMPLETED), so the warning came before the time limit. Before, Kubernetes jobs never
+    got it."""
+    gw = scaled_gw
+    kube: KubeClient = admin_client(kubelet_env.k8s)
+    (home / "steps.sh").write_text(STEPS_WARNED)
+    (home / "batch.sh").write_text(BATCH_WARNED)
+    part = ["-p", kubelet_env.partition, "-t", "2"]
+    steps = gw.sbatch(*part, "-N", "2", "--signal=USR1@40", "steps.sh", cwd=home, user="tester")
+    batch = gw.sbatch(*part, "--signal=B:USR1@40", "batch.sh", cwd=home, user="tester")
+    for job in (steps, batch):
+        gw.wait(job, timeout=180)
+        out = home / f"slurm-{job}.out"
+        assert gw.job(job)["state"] == "COMPLETED", (job, out.read_text())
+    pods = [f"caldera-{steps}-0", f"caldera-{steps}-1"]
+    for rank in (0, 1):
+        assert (home / f"usr1.{rank}").read_text() == f"USR1 {rank} {pods[rank]}\n"
+    # each task's shell may say its `sleep` was killed by the signal (as under Slurm, which
+    # signals each task's process group); the batch shell got nothing and srun exited 0
+    lines = (home / f"slurm-{steps}.out").read_text().splitlines()
+    assert lines[-1] == "after-srun 0"
+    assert set(lines[:-1]) <= {"User defined signal 1"}, lines
+    assert (home / f"slurm-{batch}.out").read_text() == "batch-USR1\n"
+    assert not (home / "step-usr1").exists()
+    assert_nothing_left(kube, ns)
+
+
+SIGNALLED = r"""#!/bin/sh
+trap 'echo batch-USR1 >>batch.log' USR1
+srun -N 2 --ntasks-per-node=1 sh -c 'trap "echo USR1 $SLURM_PROCID $(hostname) \
+>>usr1.$SLURM_PROCID" USR1; trap "exit 0" USR2; touch ready.$SLURM_PROCID
+while :; do sleep 0.1; done'
+echo after-srun $?
+"""
+
+
+# a Volcano Job names its pods itself: rank 0 is found by its labels
+@pytest.mark.parametrize("mode", ["caldera", "volcano-job"])
+def test_scancel_signals_reach_the_steps_the_batch_shell_or_one_step_through_exec(
+    gw: Gateway, kubelet_env: KubeletEnv, ns: str, home: Path
+) -> None:
+    """`scancel -s USR1 ID` reaches the tasks of the running step on both nodes and not the
+    batch shell; `-b` the batch shell alone (its trap runs once srun returns, as a shell
+    runs traps); `ID.0` that step's tasks; `scancel ID.0` (a step's cancel) is refused with
+    Slurm's message. The signals go through the API server's exec into rank 0's container
+    (the kubelet authenticates it). Before, every one of them was refused on Kubernetes."""
+    kube: KubeClient = admin_client(kubelet_env.k8s)
+    (home / "job.sh").write_text(SIGNALLED)
+    job = gw.sbatch("-p", kubelet_env.partition, "-N", "2", "job.sh", cwd=home, user="tester")
+    try:
+        wait_until("both tasks", lambda: all((home / f"ready.{r}").exists() for r in (0, 1)), 180)
+    except AssertionError:
+        out = home / f"slurm-{job}.out"
+        print(gw.job(job), out.read_text() if out.exists() else "no output", os.listdir(home))
+        raise
+    pods = [f"caldera-{job}-0", f"caldera-{job}-1"]  # the host names, in either mode
+
+    def usr1(count: int) -> bool:
+        files = [home / f"usr1.{r}" for r in (0, 1)]
+        return all(f.exists() and len(f.read_text().splitlines()) == count for f in files)
+
+    gw.ok(["scancel", "-s", "USR1", str(job)], user="tester")
+    wait_until("USR1 in both tasks", lambda: usr1(1), 30)
+    for rank in (0, 1):
+        assert (home / f"usr1.{rank}").read_text() == f"USR1 {rank} {pods[rank]}\n"
+    gw.ok(["scancel", "-s", "USR1", f"{job}.0"], user="tester")
+    wait_until("USR1 again in both tasks", lambda: usr1(2), 30)
+    refused = gw.run(["scancel", f"{job}.0"], user="tester")
+    assert refused.returncode != 0
+    assert "Requested operation not supported on this system" in refused.stderr
+    gw.ok(["scancel", "--batch", "-s", "USR1", str(job)], user="tester")
+    assert not (home / "batch.log").exists()  # not before srun returns
+    gw.ok(["scancel", "-s", "USR2", f"{job}.0"], user="tester")  # the tasks end: exit 0
+    gw.wait(job, timeout=60)
+    output = (home / f"slurm-{job}.out").read_text()
+    assert gw.job(job)["state"] == "COMPLETED", output
+    assert output.splitlines()[-1] == "after-srun 0"
+    assert (home / "batch.log").read_text() == "batch-USR1\n"  # once, from -b alone
+    assert usr1(2)
+    assert_nothing_left(kube, ns)

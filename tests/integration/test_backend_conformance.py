@@ -414,9 +414,10 @@ def test_signal_delivery_to_the_batch_shell(adapter: Harness) -> None:
     adapter.started(launch)
     job = _job(launch, backend_id)
     if adapter.name == "kubernetes":
-        with pytest.raises(BackendError, match="cannot be sent signal 10") as refused:
+        # a KWOK pod runs no process: the API server's exec into it fails, and says so (on
+        # real kubelet nodes the signal reaches the batch shell: test_gateway_kubelet_srun)
+        with pytest.raises(BackendError, match="signal 10 not sent"):
             adapter.backend.cancel(job, signal.SIGUSR1, batch_only=True)
-        assert not refused.value.retryable
     else:
         adapter.printed(launch)
         adapter.backend.cancel(job, signal.SIGUSR1, batch_only=True)

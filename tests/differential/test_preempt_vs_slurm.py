@@ -21,7 +21,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -118,11 +118,12 @@ def _ticks(path: Path, word: str) -> list[float]:
     return [float(w[1]) for w in (line.split() for line in text.splitlines()) if w[0] == word]
 
 
-def _victim(side: Side, part: str, trap: bool, tag: str) -> tuple[str, Path, Path]:
+def _victim(side: Side, where: Sequence[str], trap: bool, tag: str) -> tuple[str, Path, Path]:
+    """A job ticking in its file (`where`: its partition or QOS options), once it ticks."""
     ts = side.workdir / f"pre-{tag}-{time.time_ns()}.ticks"
     out = ts.with_suffix(".out")
     body = (TRAP if trap else "") + LOOP
-    job = _sbatch(side, "-p", part, "-c", "2", "-t", "5", "-o", str(out),
+    job = _sbatch(side, *where, "-c", "2", "-t", "5", "-o", str(out),
                   "--wrap", body.format(ts=ts))  # fmt: skip
     deadline = time.monotonic() + 60
     while len(_ticks(ts, "tick")) < 4:
@@ -131,9 +132,9 @@ def _victim(side: Side, part: str, trap: bool, tag: str) -> tuple[str, Path, Pat
     return job, ts, out
 
 
-def _preemptor(side: Side, tag: str) -> tuple[str, Path]:
+def _preemptor(side: Side, tag: str, where: Sequence[str] = ("-p", "ph")) -> tuple[str, Path]:
     stamp = side.workdir / f"pre-{tag}-{time.time_ns()}.high"
-    job = _sbatch(side, "-p", "ph", "-c", "2", "-t", "5", "-o", "/dev/null",
+    job = _sbatch(side, *where, "-c", "2", "-t", "5", "-o", "/dev/null",
                   "--wrap", f"date +%s.%N > {stamp}; sleep 1")  # fmt: skip
     return job, stamp
 
@@ -161,10 +162,13 @@ def _sacct(side: Side, job: str) -> list[str]:
     return [re.sub(r"^\d+", "<id>", r) for r in rows.split()]
 
 
-def _cancel_with_grace(side: Side) -> dict[str, object]:
-    """A CANCEL victim with GraceTime whose TERM trap outlives KillWait."""
-    victim, ts, out = _victim(side, "pc", trap=True, tag="c")
-    high, stamp = _preemptor(side, "c")
+def cancel_with_grace(
+    side: Side, low: Sequence[str] = ("-p", "pc"), high: Sequence[str] = ("-p", "ph")
+) -> dict[str, object]:
+    """A CANCEL victim with GraceTime whose TERM trap outlives KillWait (`low`: its
+    partition or QOS; `high`: the preemptor's)."""
+    victim, ts, out = _victim(side, low, trap=True, tag="c")
+    high_job, stamp = _preemptor(side, "c", high)
     seen = _follow(side, victim, lambda s: s.get("JobState") == "PREEMPTED")
     states = [s["JobState"] for s in seen]
     graced = next(s for s in seen if s.get("PreemptTime", "None") != "None")
@@ -192,16 +196,19 @@ def _cancel_with_grace(side: Side) -> dict[str, object]:
     facts["stepd line"] = any(line in row for row in out.read_text().splitlines())
     time.sleep(1)
     facts["sacct"] = _sacct(side, victim)
-    side.run(["scancel", high], None)
+    side.run(["scancel", high_job], None)
     for path in (ts, out, stamp):
         path.unlink(missing_ok=True)
     return facts
 
 
-def _requeue(side: Side) -> dict[str, object]:
-    """A REQUEUE victim without GraceTime that dies on SIGTERM."""
-    victim, ts, out = _victim(side, "pr", trap=False, tag="r")
-    high, stamp = _preemptor(side, "r")
+def requeue_victim(
+    side: Side, low: Sequence[str] = ("-p", "pr"), high: Sequence[str] = ("-p", "ph")
+) -> dict[str, object]:
+    """A REQUEUE victim without GraceTime that dies on SIGTERM (`low`: its partition or
+    QOS; `high`: the preemptor's)."""
+    victim, ts, out = _victim(side, low, trap=False, tag="r")
+    high_job, stamp = _preemptor(side, "r", high)
     # pending again: slurmctld gives the requeued job its Reason at its next pass
     final = _follow(side, victim, lambda s: s.get("JobState") == "PENDING")[-1]
     deadline = time.monotonic() + 10
@@ -215,8 +222,8 @@ def _requeue(side: Side) -> dict[str, object]:
         "stepd line": "DUE TO PREEMPTION ***" in out.read_text(),
     }
     deadline = time.monotonic() + 30
-    while _show(side, high).get("JobState") != "COMPLETED":
-        assert time.monotonic() < deadline, f"preemptor {high} never completed"
+    while _show(side, high_job).get("JobState") != "COMPLETED":
+        assert time.monotonic() < deadline, f"preemptor {high_job} never completed"
         time.sleep(0.2)
     deadline = time.monotonic() + 15  # slurmdbd records the new pending run a little later
     while len(rows := _sacct(side, victim)) < 3 and time.monotonic() < deadline:
@@ -258,7 +265,7 @@ def _ends_in_grace(side: Side) -> dict[str, object]:
 
 
 def test_cancel_with_grace_time_agrees_with_slurm(real: Side, ours: Side) -> None:
-    slurm = _cancel_with_grace(real)
+    slurm = cancel_with_grace(real)
     # what the recording showed, so that agreeing means something
     assert slurm["final"] == ("PREEMPTED", "None", "0:9")
     assert slurm["states"] == ["RUNNING", "COMPLETING", "PREEMPTED"]
@@ -266,11 +273,11 @@ def test_cancel_with_grace_time_agrees_with_slurm(real: Side, ours: Side) -> Non
     assert slurm["sacct"] == ["<id>|PREEMPTED|0:0", "<id>.batch|CANCELLED|0:9"]
     for fact in ("batch shell's TERM after the grace", "killed after KillWait", "stepd line"):
         assert slurm[fact] is True, fact
-    assert _cancel_with_grace(ours) == slurm
+    assert cancel_with_grace(ours) == slurm
 
 
 def test_requeue_agrees_with_slurm(real: Side, ours: Side) -> None:
-    slurm = _requeue(real)
+    slurm = requeue_victim(real)
     assert slurm["final"] == ("PENDING", "BeginTime", "1", "0:0")
     assert slurm["eligible - submit"] == 121
     assert slurm["sacct -D"] == [
@@ -278,7 +285,7 @@ def test_requeue_agrees_with_slurm(real: Side, ours: Side) -> None:
         "<id>.batch|CANCELLED|0:15",
         "<id>|PENDING|0:0",
     ]
-    assert _requeue(ours) == slurm
+    assert requeue_victim(ours) == slurm
 
 
 def test_a_victim_ending_by_itself_in_its_grace_agrees_with_slurm(real: Side, ours: Side) -> None:

@@ -100,6 +100,7 @@ async def cancel(
     changes = Changes(gw, "cancel", caller.uid)
     await changes.load(targets)
     results: list[OpResult] = []
+    unsignalled: dict[int, str] = {}  # records refused a signal, named as scancel names them
     for target in targets:
         matched = resolve_target(changes, target)
         if not matched:
@@ -116,10 +117,10 @@ async def cancel(
                 continue
             unstarted = index is not None or (job.state is JobState.PENDING and not job.backend_id)
             if unstarted and signal not in (None, 9):
-                # only SIGKILL (a cancel) reaches a job that has not started: slurmctld's
-                # job_signal refuses any other signal (the test cluster: TERM, INT, HUP,
-                # CONT, STOP, USR1 all exit 228 with this error)
-                err = err or SlurmErrno.TRANSITION_STATE_NO_UPDATE
+                # only SIGKILL (a cancel) reaches a job that has not started: job_signal
+                # refuses others (the test cluster: TERM, INT, HUP, CONT, STOP, USR1 exit 228)
+                # once per record, named as scancel names it (`12_[1-3,5]`: pending tasks)
+                unsignalled.setdefault(job.job_id, job.display_id)
                 continue
             if not unstarted and signal is not None and signal > SIGRTMAX:
                 continue  # slurmd's kill() fails on it and nobody is told (scancel exits 0)
@@ -145,6 +146,8 @@ async def cancel(
                 if signal is None and now is not None and not now.state.is_finished:
                     changes.add(replace(now, cancelled_by=job.cancelled_by))
         results.append(OpResult(target_name(target), err))
+    busy = SlurmErrno.TRANSITION_STATE_NO_UPDATE
+    results += [OpResult(name, busy) for name in unsignalled.values()]
     await changes.flush()
     return results
 
@@ -209,9 +212,7 @@ async def call_backend(operation: Callable[[], object]) -> SlurmErrno | None:
 
 def _cancel(gw: Gateway, job: Job, signal: int | None, batch_only: bool) -> Callable[[], object]:
     backend = gw.backend_for(job)
-    if backend is None:
-        return lambda: None
-    return lambda: backend.cancel(job, signal, batch_only)
+    return (lambda: None) if backend is None else partial(backend.cancel, job, signal, batch_only)
 
 
 async def _forward_hold(changes: Changes, job: Job, admin: bool) -> SlurmErrno | None:

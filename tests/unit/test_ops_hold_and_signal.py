@@ -77,12 +77,31 @@ def test_only_sigkill_reaches_a_job_that_has_not_started(tmp_path: Path) -> None
         gw = await _gateway(tmp_path, pending)
         for sig in (15, 2, 1, 18, 19, 10):
             results = await ops.cancel(gw, _targets("5"), OWNER, signal=sig)
-            assert [r.error for r in results] == [SlurmErrno.TRANSITION_STATE_NO_UPDATE], sig
+            refused = [(r.target, r.error) for r in results if r.error]
+            assert refused == [("5", SlurmErrno.TRANSITION_STATE_NO_UPDATE)], sig
             assert gw.jobs[5].state is JobState.PENDING
         assert SlurmErrno.TRANSITION_STATE_NO_UPDATE.code & 0xFF == 228  # scancel's exit
         results = await ops.cancel(gw, _targets("5"), OWNER, signal=9)
         assert [r.error for r in results] == [None]
         assert gw.jobs[5].state is JobState.CANCELLED
+        gw.committer.close()
+
+    asyncio.run(main())
+
+
+def test_a_signal_refused_to_pending_array_tasks_names_their_record_once(tmp_path: Path) -> None:
+    """As scancel's `_build_jobid_str` names the record it signals: the array's pending
+    part (`12_[1-5]`), once however many of its tasks are named (the test cluster: `-s
+    USR1 12_2`, `12` and `12_[2-3]` all answer `Kill job error on job id 12_[1-5]`, 228;
+    once task 4 ran apart, `12_1` answers `12_[1-3,5]`)."""
+
+    async def main() -> None:
+        meta = make_job(12).array("1-5").held().build()
+        gw = await _gateway(tmp_path, meta)
+        busy = SlurmErrno.TRANSITION_STATE_NO_UPDATE
+        for text in ("12_2", "12", "12_[2-3]", "12_2,12_3"):
+            results = await ops.cancel(gw, _targets(text), OWNER, signal=10)
+            assert [(r.target, r.error) for r in results if r.error] == [("12_[1-5]", busy)]
         gw.committer.close()
 
     asyncio.run(main())

@@ -45,19 +45,20 @@ class JobFiles:
     append: bool = False
 
     def batch_command(self, script: str, args: Sequence[str]) -> list[str]:
-        """Rank 0's command: the script with its files opened as slurmstepd opens them."""
+        """Rank 0's command: the script with its files opened as slurmstepd opens them,
+        truncated unless --open-mode=append, then open for appending: the init's lines
+        (pod_init.py: `*** JOB ... CANCELLED AT ... ***`) go to the end of the file through
+        a descriptor of its own and never overwrite what the script wrote."""
         if self.stdout is None:
             return [script, *args]
-        mode = ">>" if self.append else ">"
-        out = f"{mode}{shlex.quote(self.stdout)}"
-        err = (
-            "2>&1"
-            if self.stderr in (None, self.stdout)
-            else f"2{mode}{shlex.quote(self.stderr or '')}"
-        )
+        out = shlex.quote(self.stdout)
+        together = self.stderr in (None, self.stdout)
+        err = "2>&1" if together else f"2>>{shlex.quote(self.stderr or '')}"
+        files = [out] if together else [out, shlex.quote(self.stderr or "")]
+        truncate = "" if self.append else "".join(f": >{f} && " for f in files)
         line = (
-            f"umask {self.umask:04o}; cd {shlex.quote(self.workdir or '/')} && "
-            f'exec "$0" "$@" <{shlex.quote(self.stdin)} {out} {err}'
+            f"umask {self.umask:04o}; cd {shlex.quote(self.workdir or '/')} && {truncate}"
+            f'exec "$0" "$@" <{shlex.quote(self.stdin)} >>{out} {err}'
         )
         return ["/bin/sh", "-c", line, script, *args]
 

@@ -14,8 +14,9 @@
   (K8sOptions). The agents prove the client knows it (pod_agent.py).
 - The rank addresses: `hosts` in the root, empty at creation, written once every rank has a
   pod IP (`hosts_text`, by the controller); the kubelet refreshes the mounted file.
-- --signal's warning: `warn` in the root (`warning_text`), which rank 0's init reads and
-  delivers before the time limit as slurmctld does (pod_init.py).
+- The time limit and --signal's warning: `init` in the root (`init_text`), which rank 0's
+  init reads: it says `DUE TO TIME LIMIT` and delivers the warning as slurmctld does
+  (pod_init.py).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ __all__ = [
     "NO_LAUNCHER",
     "WORKER_COMMAND",
     "hosts_text",
+    "init_text",
     "job_token",
     "launcher_configmap",
     "launcher_mount",
@@ -52,7 +54,6 @@ __all__ = [
     "launcher_volume",
     "search_path",
     "signal_command",
-    "warning_text",
 ]
 
 Manifest = dict[str, Any]
@@ -165,21 +166,23 @@ def job_token(key: bytes, names: GangNames) -> str:
     return hmac.new(key, f"caldera-job:{names.base}".encode(), hashlib.sha256).hexdigest()
 
 
-def warning_text(signal: SignalSpec | None, limit_s: int | None, time_scale: float) -> str:
-    """`--signal`'s warning for rank 0's init (pod_init.py): the signal, its lead, the period
-    of slurmctld's time-limit checks and the limit (the pod's activeDeadlineSeconds), in real
-    seconds, and whether the batch shell alone gets it. Empty without a time limit or for
-    `R:` (a reservation's end, which the local runner does not signal either)."""
-    if signal is None or signal.reservation or not limit_s:
-        return ""
-    warning = {
-        "signal": signal.signal,
-        "lead_s": signal.time * time_scale,
-        "period_s": PERIODIC_TIMEOUT_S * time_scale,
-        "limit_s": limit_s,
-        "batch_only": signal.batch_only,
-    }
-    return json.dumps(warning, separators=(",", ":"))
+def init_text(signal: SignalSpec | None, limit_s: int | None, time_scale: float) -> str:
+    """What rank 0's init needs (pod_init.py), in real seconds: the time limit (the pod's
+    activeDeadlineSeconds), to say `DUE TO TIME LIMIT` when it ends the job, and `--signal`'s
+    warning: the signal, its lead, the period of slurmctld's time-limit checks, and whether
+    the batch shell alone gets it (none without a limit, nor for `R:`, a reservation's end,
+    which the local runner does not signal either). Empty when there is neither."""
+    data: dict[str, object] = {}
+    if limit_s:
+        data["limit_s"] = limit_s
+        if signal is not None and not signal.reservation:
+            data["warn"] = {
+                "signal": signal.signal,
+                "lead_s": signal.time * time_scale,
+                "period_s": PERIODIC_TIMEOUT_S * time_scale,
+                "batch_only": signal.batch_only,
+            }
+    return json.dumps(data, separators=(",", ":")) if data else ""
 
 
 def hosts_text(names: GangNames, ranks: int, ips: Mapping[int, str | None]) -> str | None:

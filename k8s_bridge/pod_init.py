@@ -15,8 +15,10 @@ child in a session of its own, as slurmstepd starts it, and:
   kill(-1) would reach the whole machine, only the child's process group: tests);
 - passes any other signal it is sent (INT, HUP, QUIT, USR1, USR2) to the batch shell alone,
   as `scancel --batch` does;
-- sends `--signal`'s warning before the time limit, when slurmctld would (the `warn` file
-  of the job's root ConfigMap, launch.warning_text; the limit counted from this init's
+- on that SIGTERM first writes slurmstepd's `*** JOB ... CANCELLED AT ... ***` line (`DUE
+  TO TIME LIMIT` at the limit) into the script's stderr (say_ending);
+- sends `--signal`'s warning before the time limit, when slurmctld would (the `init` file
+  of the job's root ConfigMap, launch.init_text; the limit counted from this init's
   start, which follows the pod's by the container's set-up): with `B:` to the batch shell
   alone, else to every srun step of the script's session (the launcher's srun passes it to
   its tasks on every node), not to the shell, as slurmstepd signals a job's steps;
@@ -39,14 +41,26 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from containers.step_rules import warning_time
 
-__all__ = ["WARN_PATH", "WarnSignal", "exit_code", "read_warning", "run", "signal_all", "steps_of"]
+__all__ = [
+    "SETTINGS_PATH",
+    "Settings",
+    "WarnSignal",
+    "exit_code",
+    "read_settings",
+    "run",
+    "running_steps",
+    "say_ending",
+    "signal_all",
+    "step_dir",
+    "steps_of",
+]
 
-WARN_PATH = "/caldera/job/warn"
+SETTINGS_PATH = "/caldera/job/init"
 SRUN_NAME = "srun"  # the launcher's srun: /caldera/launch/bin/srun run by python3
 
 _PASSED: tuple[int, ...] = (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -72,37 +86,105 @@ def signal_all(groups: Iterable[int], signum: int) -> None:
 
 @dataclass(frozen=True)
 class WarnSignal:
-    """`--signal` as launch.warning_text writes it (real seconds)."""
+    """`--signal` as launch.init_text writes it (real seconds)."""
 
     signal: int
     lead_s: float
     period_s: float
-    limit_s: float
     batch_only: bool
 
 
-def read_warning(path: str = WARN_PATH) -> WarnSignal | None:
-    """The job's warning, None when it has none (an empty or missing file). A file this init
-    cannot read as one (not Caldera's) is reported on stderr and ignored."""
+@dataclass(frozen=True)
+class Settings:
+    """What the gateway tells rank 0's init (launch.init_text): the time limit in real
+    seconds (the pod's activeDeadlineSeconds) and `--signal`'s warning."""
+
+    limit_s: float | None = None
+    warning: WarnSignal | None = None
+
+
+def read_settings(path: str = SETTINGS_PATH) -> Settings:
+    """The job's settings (none: an empty or missing file). A file this init cannot read
+    as Caldera's is reported on stderr and ignored."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read().strip()
         if not text:
-            return None
+            return Settings()
         data = json.loads(text)
-        warning = WarnSignal(
-            int(data["signal"]),
-            float(data["lead_s"]),
-            float(data["period_s"]),
-            float(data["limit_s"]),
-            data["batch_only"] is True,
-        )
+        limit = float(data["limit_s"]) if data.get("limit_s") else None
+        warn, warning = data.get("warn"), None
+        if warn is not None:
+            warning = WarnSignal(
+                int(warn["signal"]),
+                float(warn["lead_s"]),
+                float(warn["period_s"]),
+                warn["batch_only"] is True,
+            )
     except FileNotFoundError:
-        return None
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        sys.stderr.write(f"caldera init: {path}: no --signal warning: {exc}\n")
-        return None
-    return warning if 0 < warning.signal < signal.NSIG else None
+        return Settings()
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        sys.stderr.write(f"caldera init: {path}: not read: {exc}\n")
+        return Settings()
+    if warning is not None and not (0 < warning.signal < signal.NSIG and limit):
+        warning = None
+    return Settings(limit, warning)
+
+
+def say_ending(child: int, started: float, limit_s: float | None) -> None:
+    """slurmstepd's lines in the job's stderr as the pod is stopped: `*** JOB 12 ON node
+    CANCELLED AT <time> ***` and `*** STEP 12.N ON <its first node> ... ***` for each
+    running srun step, `DUE TO TIME LIMIT` once the limit is reached (then it is
+    the kubelet's activeDeadlineSeconds that stops the pod; it counts from the pod's start,
+    which comes before this init's by the container's set-up, hence the slack). Written
+    through a descriptor of its own at the end of the file (files.batch_command opens
+    the job's files for appending)."""
+    node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return
+    now = time.time()
+    slack = min(10.0, max(2.0, 0.2 * limit_s)) if limit_s else 0.0
+    why = " DUE TO TIME LIMIT" if limit_s and now >= started + limit_s - slack else ""
+    at = f"CANCELLED AT {time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(now))}{why}"
+    lines = [f"slurmstepd-{node}: error: *** JOB {job} ON {node} {at} ***"]
+    for step, (_, first) in sorted(running_steps(child, step_dir()).items()):
+        where = first or node  # each running step's slurmstepd says it too
+        lines.append(f"slurmstepd-{where}: error: *** STEP {job}.{step} ON {where} {at} ***")
+    try:
+        fd = os.open(f"/proc/{child}/fd/2", os.O_WRONLY | os.O_APPEND | os.O_NOCTTY)
+    except OSError:  # the script has ended, or its stderr is closed
+        return
+    try:
+        os.write(fd, "".join(f"{line}\n" for line in lines).encode())
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def step_dir(environ: Mapping[str, str] | None = None) -> str:
+    """Where the sruns of this pod take their step ids (the same place for every process
+    of the container's user that has the container's TMPDIR)."""
+    env = os.environ if environ is None else environ
+    return os.path.join(env.get("TMPDIR", "/tmp"), f".caldera-steps-{os.getuid()}")
+
+
+def running_steps(session: int, base: str) -> dict[int, tuple[int, str]]:
+    """Step id -> (its srun's pid, the step's first node) for the sruns running in the
+    batch script's session: each writes `<base>/N/pid` (`PID NODE`, pod_launcher)."""
+    sruns = set(steps_of(session))
+    found: dict[int, tuple[int, str]] = {}
+    with contextlib.suppress(OSError):
+        for name in os.listdir(base):
+            try:
+                with open(os.path.join(base, name, "pid"), encoding="utf-8") as f:
+                    pid, _, node = f.read().strip().partition(" ")
+                if name.isdigit() and int(pid) in sruns:
+                    found[int(name)] = (int(pid), node)
+            except (OSError, ValueError):
+                continue
+    return found
 
 
 def steps_of(session: int, proc: str = "/proc") -> list[int]:
@@ -148,20 +230,21 @@ def _spawn(argv: Sequence[str]) -> int:
     return pid
 
 
-def run(argv: Sequence[str], warn_path: str = WARN_PATH) -> int:
+def run(argv: Sequence[str], settings_path: str = SETTINGS_PATH) -> int:
     """Run `argv` as the pod's batch step; its exit code."""
     if not argv:
         sys.stderr.write("usage: launcher.py init COMMAND [ARG...]\n")
         return 2
-    warning = read_warning(warn_path)
+    settings = read_settings(settings_path)
+    warning, limit_s = settings.warning, settings.limit_s
     # signals wait in the mask until the child exists; sigwait then takes them one by one
     watched = {signal.SIGTERM, signal.SIGCHLD, *_PASSED}
     signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     started = time.time()
     child = _spawn(argv)
     warn_at = None
-    if warning is not None:
-        deadline = started + warning.limit_s
+    if warning is not None and limit_s:
+        deadline = started + limit_s
         warn_at = warning_time(deadline, warning.lead_s, warning.period_s, started)
     code: int | None = None
     stopping = False
@@ -176,6 +259,8 @@ def run(argv: Sequence[str], warn_path: str = WARN_PATH) -> int:
                 if warning is not None and not stopping:
                     _warn(child, warning)
         if signum == signal.SIGTERM:
+            if not stopping and code is None:
+                say_ending(child, started, limit_s)
             stopping = True
             signal_all([child], signal.SIGTERM)
         elif signum not in (0, signal.SIGCHLD) and code is None:

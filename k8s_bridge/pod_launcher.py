@@ -41,7 +41,7 @@ if os.path.isdir("/caldera/launch/lib/k8s_bridge"):  # in a pod: the modules bes
 from containers.multi_prog import MultiProgError, multi_prog
 from containers.step_rules import recorded_state, recorded_status
 from k8s_bridge.pod_agent import PORT, TOKEN_PATH, agent, killpg, read_token
-from k8s_bridge.pod_init import WARN_PATH
+from k8s_bridge.pod_init import SETTINGS_PATH, step_dir
 from k8s_bridge.pod_init import run as run_init
 from k8s_bridge.pod_launch_plan import (
     UNSUPPORTED,
@@ -55,7 +55,6 @@ from k8s_bridge.pod_launch_plan import (
     task_env,
 )
 from k8s_bridge.pod_signal import main as signal_main
-from k8s_bridge.pod_signal import step_dir
 from k8s_bridge.pod_step_files import record_step, task_files
 from k8s_bridge.pod_wire import (
     AUTH,
@@ -261,9 +260,10 @@ class Local(_Task):
             killpg(self.proc.pid, signum)
 
 
-def _step_id() -> int:
+def _step_id(first_node: str) -> int:
     """The job's next step id (0, 1, ...), unique among the sruns of this pod; the step's
-    directory names this srun (`pid`), for scancel's signals to it (pod_signal.py)."""
+    directory names this srun and the step's first node (`pid`), for scancel's signals to
+    it and the init's lines at the job's end (pod_init.running_steps)."""
     base = step_dir()
     os.makedirs(base, exist_ok=True)
     n = 0
@@ -274,7 +274,7 @@ def _step_id() -> int:
         except FileExistsError:
             n += 1
     with contextlib.suppress(OSError), open(os.path.join(base, str(n), "pid"), "w") as f:
-        f.write(f"{os.getpid()}\n")
+        f.write(f"{os.getpid()} {first_node}\n")
     return n
 
 
@@ -296,7 +296,7 @@ def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
     hosts = addresses(remote, wait_s, env.get("CALDERA_HOSTS_FILE", HOSTS_PATH)) if remote else {}
     token = read_token(env.get("CALDERA_TOKEN_FILE", TOKEN_PATH)) if remote else b""
     port = int(env.get("CALDERA_AGENT_PORT", PORT))
-    step_id = _step_id()
+    step_id = _step_id(nodes[0] if nodes else "")
     ntasks = sum(layout)
     cwd = os.path.normpath(os.path.join(os.getcwd(), opts.get("chdir") or "."))  # -D
     tasks: list[Remote | Local] = []
@@ -380,7 +380,7 @@ def main(argv: Sequence[str]) -> int:
             port = int(os.environ.get("CALDERA_AGENT_PORT", PORT))
             return agent(port, os.environ.get("CALDERA_TOKEN_FILE", TOKEN_PATH))
         if argv[1:2] == ["init"]:
-            return run_init(argv[2:], os.environ.get("CALDERA_WARN_FILE", WARN_PATH))
+            return run_init(argv[2:], os.environ.get("CALDERA_INIT_FILE", SETTINGS_PATH))
         if argv[1:2] == ["signal"]:
             return signal_main(argv[2:])
         sys.stderr.write("usage: srun [options] command... | launcher.py agent|init|signal ...\n")

@@ -13,7 +13,7 @@ slurmstepd would for `scancel -s SIG`:
 
 The batch shell is the init's child (pod_init.py): a session leader whose parent is the
 pod's PID 1, the earliest started of them (an orphaned daemon that made a session of its
-own starts later). Each srun names its step: `<step dir>/N/pid` (pod_launcher._step_id).
+own starts later). Each srun names its step: `<step dir>/N/pid` (pod_init.running_steps).
 
 Exit status: 0 done (or nothing to signal), 1 no batch shell (the job is ending), 2 usage,
 3 a signal srun cannot pass to its tasks (KILL, STOP, ...) while steps run.
@@ -28,22 +28,15 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from k8s_bridge.pod_init import steps_of
+from k8s_bridge.pod_init import running_steps, step_dir, steps_of
 
-__all__ = ["NOT_PASSED", "batch_shell", "main", "step_dir", "step_pid"]
+__all__ = ["NOT_PASSED", "batch_shell", "main", "step_pid"]
 
 # signals srun passes to its tasks (pod_launcher._FORWARDED); others (KILL, STOP, ...)
 # cannot reach a step's tasks on other nodes from here: exit 3, the backend refuses them
 _THROUGH_SRUN = {int(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)}
 _THROUGH_SRUN |= {int(s) for s in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT, signal.SIGALRM)}
 NOT_PASSED = 3
-
-
-def step_dir(environ: dict[str, str] | None = None) -> str:
-    """Where the sruns of this pod take their step ids (the same place for every process
-    of the container's user that has the container's TMPDIR)."""
-    env = os.environ if environ is None else environ
-    return os.path.join(env.get("TMPDIR", "/tmp"), f".caldera-steps-{os.getuid()}")
 
 
 def batch_shell(init: int = 1, proc: str = "/proc") -> int | None:
@@ -67,12 +60,8 @@ def batch_shell(init: int = 1, proc: str = "/proc") -> int | None:
 
 def step_pid(step: int, batch: int, base: str) -> int | None:
     """The srun of step `step` if it runs in the batch script's session."""
-    try:
-        with open(os.path.join(base, str(step), "pid"), encoding="ascii") as f:
-            pid = int(f.read().strip())
-    except (OSError, ValueError):
-        return None
-    return pid if pid in steps_of(batch) else None
+    found = running_steps(batch, base).get(step)
+    return found[0] if found else None
 
 
 def main(argv: Sequence[str], init: int = 1) -> int:

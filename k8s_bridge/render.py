@@ -28,11 +28,11 @@ from gateway.model.jobspec import JobSpec
 from k8s_bridge.files import JobFiles, job_files
 from k8s_bridge.launch import (
     BATCH_INIT,
+    init_text,
     job_token,
     launcher_mount,
     launcher_volume,
     search_path,
-    warning_text,
 )
 from k8s_bridge.names import (
     ANN_JOB_NAME,
@@ -267,7 +267,7 @@ def _pod_spec(
                         {"key": "hostfile", "path": "hostfile"},
                         {"key": "hosts", "path": "hosts"},  # rank IPs (launch.py)
                         {"key": "token", "path": "token", "mode": 0o400},
-                        {"key": "warn", "path": "warn"},  # --signal (pod_init.py)
+                        {"key": "init", "path": "init"},  # limit, --signal (pod_init)
                     ],
                 },
             },
@@ -367,9 +367,9 @@ def render_gang(req: GangRequest, opts: K8sOptions, mode: GangMode) -> GangManif
         "metadata": _meta(req, names, names.root, "root", opts, common),
         **_script_data(req.script, hostfile(names, shares)),
     }
-    # the launcher's token, --signal's warning, and the ranks' addresses once known (launch.py)
-    warn = warning_text(req.spec.signal, req.deadline_s(opts.time_scale), opts.time_scale)
-    root["data"].update(hosts="", token=job_token(opts.launcher_key, names), warn=warn)
+    # the launcher's token, the init's settings, the ranks' addresses once known (launch.py)
+    init = init_text(req.spec.signal, req.deadline_s(opts.time_scale), opts.time_scale)
+    root["data"].update(hosts="", token=job_token(opts.launcher_key, names), init=init)
     env_data, dropped = _env_data(req, names, shares, opts)
     env_ann = {ANN_DROPPED_ENV: ",".join(dropped)} if dropped else None
     env: Manifest = {

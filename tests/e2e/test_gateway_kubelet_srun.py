@@ -78,7 +78,11 @@ def mode() -> str:
 
 @pytest.fixture
 def gw(kubelet_env: KubeletEnv, ns: str, base: Path, mode: str) -> Iterator[Gateway]:
-    config = cluster_config(kubelet_env, ns, base, mode=mode, image=kubelet_env.mpi_image)
+    # KillWait 5 s, the real test cluster's: a cancelled step's srun records its end
+    # (sacct) once its tasks' TERM traps are over, before the kubelet's SIGKILL
+    config = cluster_config(
+        kubelet_env, ns, base, mode=mode, image=kubelet_env.mpi_image, kill_wait_s=5
+    )
     gw = start_gateway(base / "gw", config)
     try:
         yield gw
@@ -185,6 +189,18 @@ echo after-srun
 """
 
 
+def _two_tasks_ready(gw: Gateway, kubelet_env: KubeletEnv, home: Path) -> int:
+    """job.sh submitted on 2 nodes, once its step's tasks made `ready.0` and `ready.1`."""
+    job = gw.sbatch("-p", kubelet_env.partition, "-N", "2", "job.sh", cwd=home, user="tester")
+    try:
+        wait_until("both tasks", lambda: all((home / f"ready.{r}").exists() for r in (0, 1)), 180)
+    except AssertionError:
+        out = home / f"slurm-{job}.out"
+        print(gw.job(job), out.read_text() if out.exists() else "no output", os.listdir(home))
+        raise
+    return job
+
+
 def test_scancel_sends_sigterm_to_the_script_and_every_task_on_both_nodes(
     gw: Gateway, kubelet_env: KubeletEnv, ns: str, home: Path
 ) -> None:
@@ -197,13 +213,7 @@ def test_scancel_sends_sigterm_to_the_script_and_every_task_on_both_nodes(
     ends after the job's verdict (it was missing before)."""
     kube: KubeClient = admin_client(kubelet_env.k8s)
     (home / "job.sh").write_text(TERM_SCRIPT)
-    job = gw.sbatch("-p", kubelet_env.partition, "-N", "2", "job.sh", cwd=home, user="tester")
-    try:
-        wait_until("both tasks", lambda: all((home / f"ready.{r}").exists() for r in (0, 1)), 180)
-    except AssertionError:
-        out = home / f"slurm-{job}.out"
-        print(gw.job(job), out.read_text() if out.exists() else "no output", os.listdir(home))
-        raise
+    job = _two_tasks_ready(gw, kubelet_env, home)
     gw.ok(["scancel", str(job)])
     gw.wait(job, timeout=60)
     assert gw.job(job)["state"] == "CANCELLED"
@@ -211,7 +221,12 @@ def test_scancel_sends_sigterm_to_the_script_and_every_task_on_both_nodes(
     wait_until("each task's trap ran", lambda: all((home / f"term.{r}").exists() for r in (0, 1)))
     for rank in (0, 1):
         assert (home / f"term.{rank}").read_text() == f"TERM {rank} {pods[rank]}\n"
-    assert "after-srun" not in (home / f"slurm-{job}.out").read_text()  # the script ended
+    said = (home / f"slurm-{job}.out").read_text()
+    assert "after-srun" not in said  # the script ended
+    node = pods[0]  # slurmstepd's lines, in the job's own output (the launcher's init)
+    for what in (f"JOB {job}", f"STEP {job}.0"):
+        line = rf"^slurmstepd-{node}: error: \*\*\* {what} ON {node} CANCELLED AT \S+ \*\*\*$"
+        assert re.search(line, said, re.M), said
     # the step ended after the job's verdict, as its pods did: sacct has it all the same,
     # COMPLETED as the test cluster records a step whose tasks trap the TERM and exit 0
     acct = ["sacct", "-j", str(job), "-n", "-P", "-o", "JobID,State,ExitCode"]
@@ -248,6 +263,28 @@ srun sh -c 'trap "echo step-USR1 >step-usr1" USR1; while :; do sleep 0.1; done' 
 trap 'echo batch-USR1; exit 0' USR1
 while :; do sleep 0.1; done
 """
+
+
+def test_the_time_limit_is_said_in_the_output_as_slurmstepd_says_it(
+    scaled_gw: Gateway, kubelet_env: KubeletEnv, home: Path
+) -> None:
+    """-t 1 (15 s here): the kubelet stops the pod at its activeDeadlineSeconds; the
+    launcher's init writes `*** JOB ... CANCELLED AT ... DUE TO TIME LIMIT ***` into the
+    job's output after what the script wrote, as slurmstepd does; the job is TIMEOUT."""
+    job = scaled_gw.sbatch(
+        "-p", kubelet_env.partition, "-t", "1", "--wrap", "echo started; sleep 100",
+        cwd=home, user="tester",
+    )  # fmt: skip
+    scaled_gw.wait(job, timeout=90)
+    said = (home / f"slurm-{job}.out").read_text().splitlines()
+    assert scaled_gw.job(job)["state"] == "TIMEOUT", said
+    node = f"caldera-{job}-0"
+    assert said[0] == "started"
+    assert re.fullmatch(
+        rf"slurmstepd-{node}: error: \*\*\* JOB {job} ON {node} CANCELLED AT \S+ "
+        r"DUE TO TIME LIMIT \*\*\*",
+        said[1],
+    ), said
 
 
 def test_signal_warns_the_steps_on_both_nodes_or_with_b_the_batch_shell_alone(
@@ -305,13 +342,7 @@ def test_scancel_signals_reach_the_steps_the_batch_shell_or_one_step_through_exe
     (the kubelet authenticates it). Before, every one of them was refused on Kubernetes."""
     kube: KubeClient = admin_client(kubelet_env.k8s)
     (home / "job.sh").write_text(SIGNALLED)
-    job = gw.sbatch("-p", kubelet_env.partition, "-N", "2", "job.sh", cwd=home, user="tester")
-    try:
-        wait_until("both tasks", lambda: all((home / f"ready.{r}").exists() for r in (0, 1)), 180)
-    except AssertionError:
-        out = home / f"slurm-{job}.out"
-        print(gw.job(job), out.read_text() if out.exists() else "no output", os.listdir(home))
-        raise
+    job = _two_tasks_ready(gw, kubelet_env, home)
     pods = [f"caldera-{job}-0", f"caldera-{job}-1"]  # the host names, in either mode
 
     def usr1(count: int) -> bool:

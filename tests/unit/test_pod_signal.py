@@ -19,7 +19,8 @@ import pytest
 
 from k8s_bridge.launch import signal_command
 from k8s_bridge.pod_exec import exit_status
-from k8s_bridge.pod_signal import NOT_PASSED, batch_shell, main, step_dir
+from k8s_bridge.pod_init import step_dir
+from k8s_bridge.pod_signal import NOT_PASSED, batch_shell, main
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = REPO / "k8s_bridge" / "pod_launcher.py"

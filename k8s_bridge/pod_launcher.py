@@ -24,6 +24,7 @@ The frames and the proof of the token are pod_wire.py's (shipped beside this fil
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import json
 import os
@@ -129,7 +130,7 @@ class _Output:
                 self.write(rank, fd, rest + b"\n")
 
 
-class _Task:
+class _Task(abc.ABC):
     """A task's signals: one sent before the task has started waits for its start, as srun
     forwards what it gets while the step is still being launched (--signal's warning may
     come while srun waits for the ranks' addresses)."""
@@ -153,8 +154,9 @@ class _Task:
         for signum in pending:
             self._deliver(signum)
 
+    @abc.abstractmethod
     def _deliver(self, signum: int) -> None:
-        raise NotImplementedError
+        """Send the signal to the started task."""
 
 
 class Remote(_Task):

@@ -140,7 +140,6 @@ class KubernetesBackend(GracefulEnd, JobSignals, RoomView, GangController):
             parse_pod,
             label_selector=self._selector,
             on_change=self._wake.set,
-            on_delete=self._pod_gone,
             watch_timeout_s=self.opts.watch_timeout_s,
             name=f"{cluster}-pods",
         )
@@ -298,7 +297,8 @@ class KubernetesBackend(GracefulEnd, JobSignals, RoomView, GangController):
         return gang.backend_id
 
     def cancel(self, job: Job, signal: int | None = None, batch_only: bool = False) -> None:
-        """Cancel (delete every object of) the job; other signals: signals.py."""
+        """Cancel (delete every object of) the job; another signal, or one to the batch
+        shell alone, reaches its processes through exec (signals.py)."""
         if signal is not None and (batch_only or signal != 9):
             self.signal_job(job, signal, batch_only)
             return

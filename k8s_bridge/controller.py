@@ -159,12 +159,7 @@ class GangController:
         up: frozenset[str] | None,
     ) -> None:
         if gang.cleanup_done:
-            gone = not pods or all(p.deleting for p in pods)
-            if gang.cancelled:  # its steps end after its verdict: awaited until its pods are
-                gang.late_until = gang.late_until or mono + self.opts.kill_wait_s + 60
-                self._take_steps(gang, pods, now)
-                gone = not pods or mono > gang.late_until
-            if gone:
+            if not pods or all(p.deleting for p in pods):
                 with self._lock:
                     if gang.delivered_at is not None or gang.cancelled:
                         self._gangs.pop(gang.key, None)
@@ -221,25 +216,6 @@ class GangController:
             if gang.delivered_at is not None and gang.delivered_at < self._polls:
                 self.objects.delete(gang)
                 gang.cleanup_done = True
-
-    def _take_steps(self, gang: Gang, pods: list[PodState], now: float) -> None:
-        """A cancelled gang's srun steps, as rank 0's pod records them on its way out."""
-        for pod in pods:
-            if pod.rank == 0 and pod.steps:
-                gang.step_records = pod.steps
-        events = gang.new_steps(now)
-        if events:
-            with self._lock:
-                self._events.extend(events)
-
-    def _pod_gone(self, pod: PodState) -> None:
-        """A deleted pod's last state (the pods informer's watch): rank 0's srun records,
-        which a cancelled job's pod writes as it ends, often just before it is gone."""
-        if pod.rank == 0 and pod.steps:
-            with self._lock:
-                gang = self._gangs.get((pod.job_id, pod.attempt))
-            if gang is not None:
-                gang.step_records = pod.steps
 
     def _write_hosts(self, gang: Gang, pods: list[PodState]) -> None:
         """The ranks' pod IPs into the root, for srun/mpirun in the pods (launch.py)."""

@@ -143,8 +143,6 @@ class Gang:
     last_error: str | None = None
     hosts_written: bool = False  # the ranks' IPs are in the root (launch.hosts_text)
     step_records: tuple[str, ...] = ()  # srun's, from rank 0's termination message
-    reported_steps: set[str] = field(default_factory=set)  # their ids, once reported
-    late_until: float = 0.0  # monotonic: a cancelled gang's steps are awaited until then
     _demand: GangDemand | None = None
 
     @property
@@ -199,16 +197,12 @@ class Gang:
         final = self.event(verdict, now)
         if final.kind is not EventKind.FINISHED:
             return [final]
-        return [*self.new_steps(final.time), final]
-
-    def new_steps(self, now: float) -> list[BackendEvent]:
-        """The srun steps of rank 0's records not reported yet: at the verdict, and for a
-        job the gateway cancelled (whose verdict comes before its pods end) as they end."""
         attempt = self.names.attempt
         steps = srun_steps(self.step_records, self.names.job_id, attempt, self.placed_on)
-        steps = [s for s in steps if s.step_id not in self.reported_steps]
-        self.reported_steps.update(s.step_id for s in steps)
-        return [step_event(s.job_id, s, now, attempt, self.backend_id) for s in steps]
+        return [
+            *(step_event(s.job_id, s, final.time, attempt, self.backend_id) for s in steps),
+            final,
+        ]
 
     def batch_step(self, verdict: Verdict, now: float) -> Step | None:
         """sacct's `batch` step: the script on rank 0, from its pod's start to the gang's

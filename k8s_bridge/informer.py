@@ -3,8 +3,7 @@
 One request lists the objects, one long-lived watch keeps the cache current; the API server
 is asked again only when the watch ends (relist when its resourceVersion expired, 410) or
 breaks (unreachable: the cache is marked unsynced and relisted with backoff once the server
-answers). Consumers read a consistent copy and are woken through `on_change`; `on_delete`
-gets the last state of an object the watch saw deleted (it is gone from the copy).
+answers). Consumers read a consistent copy and are woken through `on_change`.
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ class Informer(Generic[T]):
         label_selector: str | None = None,
         field_selector: str | None = None,
         on_change: Callable[[], None] | None = None,
-        on_delete: Callable[[T], None] | None = None,
         watch_timeout_s: int = 240,
         name: str = "",
     ) -> None:
@@ -55,7 +53,6 @@ class Informer(Generic[T]):
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.on_change = on_change or (lambda: None)
-        self.on_delete = on_delete  # a deleted object's last state (a watch's DELETED)
         self.watch_timeout_s = watch_timeout_s
         self.name = name or resource.plural
         self._items: dict[str, T] = {}
@@ -143,10 +140,6 @@ class Informer(Generic[T]):
             return rv
         key = _key(obj)
         item = self.parse(obj) if kind != "DELETED" else None
-        if kind == "DELETED" and self.on_delete is not None:
-            last = self.parse(obj)
-            if last is not None:
-                self.on_delete(last)
         with self._lock:
             if item is None:
                 self._items.pop(key, None)

@@ -209,8 +209,7 @@ def test_scancel_sends_sigterm_to_the_script_and_every_task_on_both_nodes(
     the launcher's init (rank 0) and agent (rank 1) pass it on, and wait for the tasks: the
     script, which sets no trap, ends there, and each task's trap (1 s long) runs to its end
     on both nodes. Before, the script ignored the SIGTERM as PID 1 and every task was
-    SIGKILLed at the end of the grace without seeing it. sacct then has the step, which
-    ends after the job's verdict (it was missing before)."""
+    SIGKILLed at the end of the grace without seeing it."""
     kube: KubeClient = admin_client(kubelet_env.k8s)
     (home / "job.sh").write_text(TERM_SCRIPT)
     job = _two_tasks_ready(gw, kubelet_env, home)
@@ -227,15 +226,6 @@ def test_scancel_sends_sigterm_to_the_script_and_every_task_on_both_nodes(
     for what in (f"JOB {job}", f"STEP {job}.0"):
         line = rf"^slurmstepd-{node}: error: \*\*\* {what} ON {node} CANCELLED AT \S+ \*\*\*$"
         assert re.search(line, said, re.M), said
-    # the step ended after the job's verdict, as its pods did: sacct has it all the same,
-    # COMPLETED as the test cluster records a step whose tasks trap the TERM and exit 0
-    acct = ["sacct", "-j", str(job), "-n", "-P", "-o", "JobID,State,ExitCode"]
-    wait_until("the step in sacct", lambda: f"{job}.0|" in gw.ok(acct), 60)
-    assert gw.ok(acct).splitlines() == [
-        f"{job}|CANCELLED by 0|0:0",
-        f"{job}.batch|CANCELLED|0:15",
-        f"{job}.0|COMPLETED|0:0",
-    ]
     assert_nothing_left(kube, ns)
 
 

@@ -59,11 +59,12 @@ def job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[int, 
         [sys.executable, str(LAUNCHER), "init", "sh", "-c", SCRIPT, "sh", str(log), str(srun)],
         env=env,
     )
+    batch = None
     try:
         _wait_for(log, {"batch ready", "step 0 ready", "step 1 ready"})
-        yield init.pid, log
-    finally:
         batch = batch_shell(init.pid)
+        yield init.pid, log
+    finally:  # its process group outlives a batch shell a test killed: the steps too
         if batch is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(batch, signal.SIGKILL)

@@ -55,6 +55,7 @@ from k8s_bridge.pod_launch_plan import (
     srun_status,
     task_env,
 )
+from k8s_bridge.pod_signal import FORWARDED
 from k8s_bridge.pod_signal import main as signal_main
 from k8s_bridge.pod_step_files import record_step, task_files
 from k8s_bridge.pod_wire import (
@@ -73,11 +74,8 @@ from k8s_bridge.pod_wire import (
 )
 
 HOSTS_PATH = "/caldera/job/hosts"
-_FORWARDED: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-_FORWARDED += (signal.SIGCONT, signal.SIGALRM)
-# kept for the tasks when they come before the tasks exist
+# kept for the tasks when they come before the tasks exist (the others: see FORWARDED)
 _QUEUED: tuple[int, ...] = (signal.SIGUSR1, signal.SIGUSR2)
-_FORWARDED += _QUEUED
 
 # --- srun -------------------------------------------------------------------------------
 
@@ -338,7 +336,7 @@ def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
             for t in tasks:
                 t.signal(signal.SIGKILL)
 
-    for sig in _FORWARDED:
+    for sig in FORWARDED:
         signal.signal(sig, lambda signum, _: [t.signal(signum) for t in tasks])
     for signum in early:
         for task in tasks:

@@ -30,13 +30,13 @@ from collections.abc import Sequence
 
 from k8s_bridge.pod_init import running_steps, step_dir, steps_of
 
-__all__ = ["NOT_PASSED", "batch_shell", "main", "step_pid"]
+__all__ = ["ENDING", "FORWARDED", "NOT_PASSED", "batch_shell", "main", "step_pid"]
 
-# signals srun passes to its tasks (pod_launcher._FORWARDED); others (KILL, STOP, ...)
-# cannot reach a step's tasks on other nodes from here: exit 3, the backend refuses them
-_THROUGH_SRUN = {int(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)}
-_THROUGH_SRUN |= {int(s) for s in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT, signal.SIGALRM)}
-NOT_PASSED = 3
+# the signals srun passes to its tasks (pod_launcher installs its handlers for these); others
+# (KILL, STOP, ...) cannot reach a step's tasks on other nodes from here: NOT_PASSED
+FORWARDED: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+FORWARDED += (signal.SIGCONT, signal.SIGALRM, signal.SIGUSR1, signal.SIGUSR2)
+ENDING, NOT_PASSED = 1, 3  # exit statuses: no batch shell any more; a signal srun cannot pass
 
 
 def batch_shell(init: int = 1, proc: str = "/proc") -> int | None:
@@ -83,7 +83,7 @@ def main(argv: Sequence[str], init: int = 1) -> int:
     batch = batch_shell(init)
     if batch is None:
         sys.stderr.write("launcher.py signal: the batch step does not run\n")
-        return 1
+        return ENDING
     if batch_only:
         targets = [batch]
     elif step is not None:
@@ -91,7 +91,7 @@ def main(argv: Sequence[str], init: int = 1) -> int:
         targets = [pid] if pid is not None else []
     else:
         targets = steps_of(batch)
-    if targets and not batch_only and signum not in _THROUGH_SRUN:
+    if targets and not batch_only and signum not in FORWARDED:
         sys.stderr.write(f"launcher.py signal: srun cannot pass signal {signum} to its tasks\n")
         return NOT_PASSED
     for pid in targets:

@@ -23,7 +23,7 @@ from k8s_bridge.kube import PODS, KubeClient, KubeError
 from k8s_bridge.launch import NO_LAUNCHER, signal_command
 from k8s_bridge.names import LABEL_RANK
 from k8s_bridge.pod_exec import exec_in_pod
-from k8s_bridge.pod_signal import NOT_PASSED
+from k8s_bridge.pod_signal import ENDING, NOT_PASSED
 
 if TYPE_CHECKING:
     from k8s_bridge.objects import GangObjects
@@ -33,7 +33,6 @@ __all__ = ["JobSignals"]
 log = logging.getLogger(__name__)
 
 CONTAINER = "job"  # render.py's one container
-_ENDING = 1  # pod_signal: no batch shell any more
 
 
 class JobSignals:
@@ -77,7 +76,7 @@ class JobSignals:
                 f"cluster {self.name}: job {job.job_id}: {what} not sent: {exc}",
                 retryable=exc.retryable,
             ) from exc
-        if done.status == 0 or done.status == _ENDING:
+        if done.status == 0 or done.status == ENDING:
             log.info("job %s: %s (%s)", job.job_id, what, done.output.strip() or "sent")
             return
         why = {

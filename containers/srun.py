@@ -28,14 +28,15 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
 from containers.multi_prog import MultiProgError, multi_prog
+from containers.srun_claim import claim_step
 from containers.srun_io import (
     KILL_WAIT_VAR,
-    allocate_step,
     describe_failures,
     kill_on_bad_exit,
     record_step,
@@ -47,6 +48,8 @@ from containers.srun_io import (
 from containers.srun_layout import SrunExit, Step, plan_step
 from containers.srun_revoke import ALLOCATION_VAR, RevocationWatch
 from containers.srun_spawn import Spawned
+from containers.step_alloc import Grant
+from containers.step_book import Claimed
 from containers.step_rules import ABORTED_SUFFIX, recorded_state
 from gateway.compat.job_env import TaskIds, task_environment
 from gateway.model.job import wait_status
@@ -192,25 +195,45 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
     for line in step.warnings:
         sys.stderr.write(line + "\n")
     step_dir_text = env.get("CALDERA_STEP_DIR")
-    step_id, record = allocate_step(Path(step_dir_text) if step_dir_text else None)
     ntasks = step.ntasks
     base_record: dict[str, Any] = {
-        "step_id": str(step_id),
         "name": step.options.get("job-name") or os.path.basename(step.command[0]),
-        "nodes": list(step.nodes),
         "ntasks": ntasks,
-        "cpus": ntasks * step.cpus_per_task,
-        "start_time": time.time(),
         "end_time": None,
         "exit_code": 0,
         "state": "RUNNING",
     }
+
+    def first_record(step_id: int, grant: Grant) -> dict[str, Any]:
+        base_record.update(step_id=str(step_id), nodes=list(grant.hold.nodes))
+        base_record.update(cpus=grant.alloc_cpus, start_time=time.time())
+        extra = {"srun_pid": str(os.getpid()), "dist": _distribution(step)}
+        base_record["extra"] = {**extra, "mem_mb": str(grant.alloc_mem_mb)}
+        return base_record
+
+    claimed: Claimed | None = None
+    record: Path | None = None  # none outside a local job's spool: the step is not recorded
+    if step_dir_text and Path(step_dir_text).is_dir():
+        outcome = claim_step(Path(step_dir_text), step, env, first_record)
+        if isinstance(outcome, int):
+            return outcome
+        claimed, step_id, record = outcome, outcome.step_id, outcome.record
+        step = replace(step, nodes=outcome.grant.hold.nodes)
+    else:
+        step_id = int(env.get("SLURM_STEP_ID", "-1")) + 1
+        base_record.update(step_id=str(step_id), nodes=list(step.nodes), start_time=time.time())
+        base_record.update(cpus=ntasks * step.cpus_per_task)
     sys.stdout.flush()
     sys.stderr.flush()
     streams = _Streams(step, step_id, env)
     forwarded: list[int] = []  # signals srun itself got (the job ending, as a rule)
     try:
-        procs, pumps = _start_tasks(step, step_id, env, streams)
+        try:
+            procs, pumps = _start_tasks(step, step_id, env, streams)
+        except SrunError:  # no task started: the step ended as it began
+            base_record.update(end_time=time.time(), exit_code=1 << 8, state="FAILED")
+            record_step(record, base_record)
+            raise
         base_record["task_pids"] = [p.pid for p in procs]
         record_step(record, base_record)
 
@@ -264,7 +287,18 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
     status = step_status(step, statuses)
     base_record.update(end_time=time.time(), exit_code=status, state=recorded_state(status))
     record_step(record, base_record)
+    if claimed is not None:
+        claimed.close()  # the hold is free: a waiting srun may take it
     return srun_status(statuses)
+
+
+def _distribution(step: Step) -> str:
+    """scontrol's Dist: srun's -m, else what srun asks (launch.c: Cyclic for no more tasks
+    than nodes, Block otherwise; seen on the test cluster)."""
+    asked = (step.options.get("distribution") or "").split(":")[0].lower()
+    if asked in ("block", "cyclic", "plane", "arbitrary"):
+        return asked.capitalize()
+    return "Cyclic" if step.ntasks <= len(step.nodes) else "Block"
 
 
 def _watch_allocation(

@@ -22,7 +22,6 @@ from containers.step_rules import recorded_status, task_file_name
 
 __all__ = [
     "KILL_WAIT_VAR",
-    "allocate_step",
     "describe_failures",
     "kill_on_bad_exit",
     "record_step",
@@ -44,22 +43,6 @@ _SIGNAL_NAMES = {
     signal.SIGINT: "Interrupt",
     signal.SIGBUS: "Bus error",
 }
-
-
-def allocate_step(step_dir: Path | None) -> tuple[int, Path | None]:
-    """The next step id of the job, claimed by creating its record (O_EXCL)."""
-    if step_dir is None or not step_dir.is_dir():
-        return int(os.environ.get("SLURM_STEP_ID", "-1")) + 1, None
-    n = 0
-    while True:
-        path = step_dir / f"{n}.json"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        except FileExistsError:
-            n += 1
-            continue
-        os.close(fd)
-        return n, path
 
 
 def record_step(path: Path | None, data: dict[str, Any]) -> None:

@@ -19,7 +19,15 @@ from gateway.compat.getopt import CmdSpec, scan
 from gateway.compat.hostlist import expand
 from gateway.compat.optypes import Arg
 
-__all__ = ["Allocation", "SrunExit", "Step", "allocation_from_env", "env_options", "plan_step"]
+__all__ = [
+    "Allocation",
+    "SrunExit",
+    "Step",
+    "allocation_from_env",
+    "env_options",
+    "megabytes",
+    "plan_step",
+]
 
 _R, _N, _O = Arg.REQUIRED, Arg.NONE, Arg.OPTIONAL
 # srun's options that a step inside an allocation uses or accepts (name, short, argument);
@@ -32,6 +40,7 @@ _TABLE: tuple[tuple[str, str | None, Arg], ...] = (
     ("cpus-per-task", "c", _R),
     ("distribution", "m", _R),
     ("error", "e", _R),
+    ("exact", None, _N),
     ("exclude", "x", _R),
     ("exclusive", None, _O),
     ("export", None, _R),
@@ -60,6 +69,7 @@ _TABLE: tuple[tuple[str, str | None, Arg], ...] = (
     ("unbuffered", "u", _N),
     ("verbose", "v", _N),
     ("wait", "W", _R),
+    ("whole", None, _N),
 )
 _ALIASES = {"cpu_bind": "cpu-bind"}
 _SPECS = tuple(CmdSpec(name, short, arg, _ALIASES.get(name, name)) for name, short, arg in _TABLE)
@@ -92,8 +102,10 @@ _ENV_OPTIONS = (
     ("SLURM_STDERRMODE", "error"),
     ("SLURM_STDINMODE", "input"),
     ("SLURM_WAIT", "wait"),
+    ("SLURM_EXACT", "exact"),
+    ("SLURM_OVERLAP", "overlap"),
 )
-_ENV_FLAGS = frozenset({"label", "unbuffered"})
+_ENV_FLAGS = frozenset({"label", "unbuffered", "exact", "overlap"})
 # what srun prints for any --cpu-bind when TaskPlugin is task/none (the test cluster's, and
 # the local backend's: it binds nothing)
 NO_CPU_BINDING = "srun: cluster configuration lacks support for cpu binding"
@@ -215,6 +227,8 @@ def parse(
     options.update((str(spec.val), value) for spec, value in scanned.items)
     if "exclusive" in options and "overlap" in options:
         raise SrunExit(["srun: error: --exclusive and --overlap are mutually exclusive"])
+    if "exact" in options and "whole" in options:
+        raise SrunExit(["srun: error: --exact and --whole are mutually exclusive."])
     _check_values(options)
     if not scanned.operands:
         raise SrunExit(["srun: fatal: No command given to execute."])
@@ -222,7 +236,7 @@ def parse(
 
 
 def _check_values(options: Mapping[str, str | None]) -> None:
-    """srun's checks of --no-kill, --jobid and --cpu-bind values (as observed on 22.05)."""
+    """srun's checks of --no-kill, --jobid, --cpu-bind and memory values (as on 22.05)."""
     kill = options.get("no-kill")
     if "no-kill" in options and kill is not None and kill.lower() not in ("set", "off", "no"):
         raise SrunExit(["srun: error: Invalid --no-kill specification"], 255)
@@ -230,6 +244,22 @@ def _check_values(options: Mapping[str, str | None]) -> None:
         _signed_number(options["jobid"], "jobid")
     if "cpu-bind" in options:
         _check_cpu_bind(options["cpu-bind"] or "")
+    for name in ("mem", "mem-per-cpu"):
+        if name in options and megabytes(options[name] or "") is None:
+            raise SrunExit([f"srun: error: Invalid --{name} specification"], 255)
+
+
+_MEGABYTES = re.compile(r"(\d+)([KMGTP]?)", re.IGNORECASE)
+_SCALE = {"K": -1, "": 1, "M": 1, "G": 1 << 10, "T": 1 << 20, "P": 1 << 30}
+
+
+def megabytes(text: str) -> int | None:
+    """str_to_mbytes: `3000`, `500K` (rounded up), `2G`... in MB; None if not a size."""
+    match = _MEGABYTES.fullmatch(text.strip())
+    if match is None:
+        return None
+    number, scale = int(match.group(1)), _SCALE[match.group(2).upper()]
+    return -(-number // 1024) if scale < 0 else number * scale
 
 
 def _is_value(text: str) -> bool:
@@ -385,8 +415,6 @@ def _plan(options: dict[str, str | None], command: tuple[str, ...], env: Mapping
         else alloc.cpus_per_task
     )
     wanted = tuple(expand(options["nodelist"] or "")) if options.get("nodelist") else ()
-    if any(name not in alloc.nodes for name in wanted):
-        raise SrunExit([refused + "Requested node configuration is not available"])
     if "nodes" in options:
         count = _number((options["nodes"] or "").split("-")[0], "nodes", 0) or len(alloc.nodes)
     elif nnodes_env and nnodes_env.isdigit():
@@ -419,6 +447,8 @@ def _plan(options: dict[str, str | None], command: tuple[str, ...], env: Mapping
             "Ignoring --ntasks-per-node."
         )
         per_node = None
+    if any(name not in alloc.nodes for name in wanted):  # slurmctld's, after srun's warnings
+        raise SrunExit([*warnings, refused + "Requested node configuration is not available"])
     others = [n for n in alloc.nodes if n not in wanted]
     chosen = set(wanted) | set(others[: max(count - len(wanted), 0)])
     nodes = tuple(n for n in alloc.nodes if n in chosen)

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 
 __all__ = [
     "ABORTED_SUFFIX",
+    "JOB_ENDING",
     "PERIODIC_TIMEOUT_S",
     "recorded_state",
     "recorded_status",
@@ -19,6 +20,9 @@ __all__ = [
 
 # `steps/N.cancelled`: the supervisor tells srun that step N was cancelled (scancel ID.N)
 ABORTED_SUFFIX = ".cancelled"
+# `steps/job.ending`: the job ends (scancel, time limit, preemption); an srun still waiting
+# for its step's resources then says only that the step was refused, as slurmctld answers
+JOB_ENDING = "job.ending"
 
 PERIODIC_TIMEOUT_S = 30.0  # slurmctld.h: job_time_limit() runs this often (controller.c)
 

@@ -292,7 +292,10 @@ def _show_steps(rest: list[str], oneliner: bool) -> int:
             raise _Fail(f"Job step {want_job}.{want_step} not found")
         write_out("No job steps in the system\n")
         return 0
-    steps.sort(key=lambda s: (s.job_id, int(s.step_id) if s.step_id.isdigit() else 1 << 32))
+    # the job's step list: the batch step (made at the job's start) first, then srun's
+    steps.sort(
+        key=lambda s: (s.job_id, s.step_id != "batch", int(s.step_id) if s.step_id.isdigit() else 0)
+    )
     write_out("".join(show_step(s, running[s.job_id], one_liner=oneliner) for s in steps))
     return 0
 

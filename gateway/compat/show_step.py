@@ -1,19 +1,23 @@
 """`scontrol show step`: a running step's record as `slurm_sprint_job_step_info` prints it.
 
 The batch step has no CPUs, TRES, distribution or srun of its own (`CPUs=0 TRES=(null)`,
-`SrunHost:Pid=(null):0`); an srun step shows what it was given. A step's time limit is the
-job's only when srun set one (`--time`), which Caldera does not record: UNLIMITED.
+`SrunHost:Pid=(null):0`); an srun step shows what it was given (srun's pid; Dist=Cyclic
+when it has no more tasks than nodes, as srun asks). A step's time limit is the job's only
+when srun set one (`--time`), which Caldera does not record: UNLIMITED.
 """
 
 from __future__ import annotations
 
 from gateway.compat.fmt_common import make_time_str
 from gateway.compat.hostlist import compress
+from gateway.compat.job_fields import format_mem
 from gateway.model.job import Job, Step
 
 __all__ = ["show_step"]
 
 _NULL = "(null)"
+# slurm_step_dist_string's words for the distributions srun sets
+_DISTRIBUTIONS = frozenset({"Block", "Cyclic", "Plane", "Arbitrary", "Unknown"})
 
 
 def show_step(step: Step, job: Job, *, one_liner: bool = False) -> str:
@@ -24,12 +28,20 @@ def show_step(step: Step, job: Job, *, one_liner: bool = False) -> str:
         step_id = f"{job.array_job_id}_{job.array_task_id}.{step.step_id}"
     ex = step.extra
     cpus = step.cpus if numbered else 0
+    mb = ex.get("mem_mb", "")  # (a local step's record is its user's: digits only)
+    valid = mb.isascii() and mb.isdigit() and 0 < len(mb) < 16
+    mem = f"mem={format_mem(int(mb))}," if valid else ""
     tres = ex.get("tres_alloc") or (
-        f"cpu={step.cpus},node={len(step.nodes) or 1}" if numbered else _NULL
+        f"cpu={step.cpus},{mem.replace('mem=0,', '')}node={len(step.nodes) or 1}"
+        if numbered
+        else _NULL
     )
-    freq = "CPUFreqReq=Default" + (f" Dist={ex.get('dist', 'Block')}" if numbered else "")
+    dist = ex.get("dist", "Block")
+    dist = dist if dist in _DISTRIBUTIONS else "Block"  # (a local step's record is its user's)
+    freq = "CPUFreqReq=Default" + (f" Dist={dist}" if numbered else "")
     host = ex.get("srun_host") or (job.nodes[0] if numbered and job.nodes else _NULL)
     pid = ex.get("srun_pid", "0")
+    pid = pid if pid.isascii() and pid.isdigit() and len(pid) < 11 else "0"
     lines = [
         f"StepId={step_id} UserId={job.uid} StartTime={make_time_str(step.start_time)} "
         "TimeLimit=UNLIMITED",

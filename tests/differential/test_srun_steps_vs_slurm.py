@@ -90,7 +90,7 @@ def _real_output(workdir: Path, script: Path) -> str:
         cancel(job)
     text = re.sub(r"job \d+", "job N", (workdir / "real.out").read_text())
     # slurmctld frees a step's CPUs a moment after it ends: the next step may wait for them
-    # (timing, not behaviour; Caldera's steps never wait)
+    # (timing, not behaviour: Caldera frees them as the step ends)
     waits = ("srun: Job N step creation temporarily disabled", "srun: Step created for job N")
     return "".join(line for line in text.splitlines(True) if not line.startswith(waits))
 

@@ -147,3 +147,31 @@ def test_show_step_prints_the_batch_and_an_srun_step_as_scontrol() -> None:
         "Network=(null) TRES=cpu=2,mem=200M,node=1 ResvPorts=(null) CPUFreqReq=Default "
         "Dist=Block SrunHost:Pid=node02:31981\n"
     )
+
+
+def test_show_step_of_a_local_srun_record_shows_its_memory_and_trusts_no_text() -> None:
+    """A local step's record is written by its user: only digits and Slurm's words show."""
+    from gateway.compat.show_step import show_step
+
+    job = make_job(6006).state(JobState.RUNNING, start_time=T0, nodes=("node01",)).build()
+
+    def shown(extra: dict[str, str]) -> str:
+        step = Step(
+            job_id=6006,
+            step_id="0",
+            name="sleep",
+            state=JobState.RUNNING,
+            start_time=T0,
+            nodes=("node01",),
+            cpus=2,
+            extra=extra,
+        )
+        return show_step(step, job, one_liner=True)
+
+    mine = shown({"mem_mb": "2048", "dist": "Cyclic", "srun_pid": "77"})
+    assert "TRES=cpu=2,mem=2G,node=1 " in mine
+    assert "Dist=Cyclic SrunHost:Pid=node01:77\n" in mine
+    forged = shown({"mem_mb": "1\nStepId=9", "dist": "X\nY", "srun_pid": "1 State=x"})
+    assert "TRES=cpu=2,node=1 " in forged
+    assert "Dist=Block SrunHost:Pid=node01:0\n" in forged
+    assert forged.count("\n") == 1

@@ -1,0 +1,156 @@
+"""srun getting its step's resources in a local job, as Slurm 22.05's srun does: ask, and
+while the job's other steps hold what it needs, say so and wait for one of them to end.
+
+Lines and statuses as on the test cluster: `srun: Job J step creation temporarily
+disabled, retrying (Requested nodes are busy)` at the first refusal, `... still disabled
+...` each time a step's end wakes it and it still does not fit (and every 60-69 s, srun's
+step_wait), `srun: Step created for job J` once it runs; a step that can never fit is
+`srun: error: Unable to create step for job J: <reason>` (status 1). A signal while
+waiting ends srun: `srun: Cancelled pending job step with signal N`, then the step refused
+as "Job/step already completing or completed"; when the job itself ends only the refusal
+is said (slurmctld answers the retry before the signal lands).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from containers.srun_layout import Step, allocation_from_env, megabytes
+from containers.step_alloc import Grant, JobShare, Refused, StepAsk
+from containers.step_book import Claimed, StepBook
+from containers.step_rules import JOB_ENDING
+from gateway.compat.hostlist import expand
+
+__all__ = ["claim_step", "job_share", "step_ask"]
+
+_POLL_S = 0.1
+# step_ctx.c's step_signals: any of them (but SIGCONT) cancels a step still waiting
+_CANCELLING = (
+    signal.SIGINT,
+    signal.SIGQUIT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGALRM,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGPIPE,
+)
+_ALREADY_DONE = "Job/step already completing or completed"
+
+
+def job_share(env: Mapping[str, str]) -> JobShare | None:
+    """What the job holds per node, from its batch environment (None: too little known,
+    every step runs at once as before)."""
+    alloc = allocation_from_env(env)
+    if not all(alloc.cpus_per_node):
+        return None
+    per_node = megabytes(env.get("SLURM_MEM_PER_NODE", ""))
+    per_cpu = megabytes(env.get("SLURM_MEM_PER_CPU", ""))
+    if per_node:
+        return JobShare(alloc.nodes, alloc.cpus_per_node, (per_node,) * len(alloc.nodes), per_node)
+    if per_cpu:
+        return JobShare(
+            alloc.nodes, alloc.cpus_per_node, tuple(per_cpu * c for c in alloc.cpus_per_node)
+        )
+    return JobShare(alloc.nodes, alloc.cpus_per_node, None)
+
+
+def step_ask(step: Step, env: Mapping[str, str]) -> StepAsk:
+    """The step as srun asks slurmctld for it: its memory from the command line, else
+    from the batch environment (SLURM_MEM_PER_NODE/CPU); `--exact` implied by -c and
+    `--exclusive`."""
+    opts = step.options
+    cpus_set = "cpus-per-task" in opts
+    per_cpu = per_node = None
+    if "mem-per-cpu" in opts:  # (srun_layout checked both: sizes)
+        per_cpu = megabytes(opts["mem-per-cpu"] or "")
+    elif "mem" in opts:
+        per_node = megabytes(opts["mem"] or "")
+    else:
+        per_node = megabytes(env.get("SLURM_MEM_PER_NODE", "")) or None
+        per_cpu = None if per_node else megabytes(env.get("SLURM_MEM_PER_CPU", "")) or None
+    return StepAsk(
+        tasks_per_node=step.tasks_per_node,
+        cpus_per_task=step.cpus_per_task,
+        cpu_count=step.ntasks * (step.cpus_per_task if cpus_set else 1),
+        nodelist=tuple(expand(opts["nodelist"] or "")) if opts.get("nodelist") else (),
+        whole=not ("exact" in opts or "exclusive" in opts or cpus_set) or "whole" in opts,
+        overlap="overlap" in opts,
+        mem_per_cpu=per_cpu or None,
+        mem_per_node=per_node or None,
+    )
+
+
+_Record = Callable[[int, Grant], dict[str, Any]]
+
+
+def claim_step(
+    step_dir: Path, step: Step, env: Mapping[str, str], record: _Record
+) -> Claimed | int:
+    """The step's resources (its id, hold and first record), waiting as srun waits; or
+    srun's exit status once it gives up (the lines said)."""
+    job, job_id = job_share(env), env.get("SLURM_JOB_ID", "0")
+    ask = step_ask(step, env)
+    book = StepBook(step_dir)
+    if job is None:  # the allocation's CPUs are unknown: nothing is held back
+        job = JobShare(step.nodes, tuple(t * step.cpus_per_task for t in step.tasks_per_node), None)
+    got: list[int] = []
+
+    def note(signum: int, frame: Any) -> None:
+        got.append(signum)
+
+    saved = {sig: signal.signal(sig, note) for sig in _CANCELLING}
+    try:
+        return _until_created(book, job, ask, record, job_id, got, step_dir)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _until_created(
+    book: StepBook,
+    job: JobShare,
+    ask: StepAsk,
+    record: _Record,
+    job_id: str,
+    got: list[int],
+    step_dir: Path,
+) -> Claimed | int:
+    refused = f"srun: error: Unable to create step for job {job_id}: "
+    step_wait = 60 + os.getpid() % 10
+    tries = 0
+    while True:
+        answer = book.claim(job, ask, record)
+        if isinstance(answer, Claimed):
+            if tries:
+                _say(f"srun: Step created for job {job_id}")
+            return answer
+        reason, running = answer
+        if reason is not Refused.BUSY:
+            _say(refused + reason.value)
+            return 1
+        state = "temporarily" if tries == 0 else "still"
+        _say(f"srun: Job {job_id} step creation {state} disabled, retrying ({reason.value})")
+        tries += 1
+        deadline = time.monotonic() + step_wait
+        ending = step_dir / JOB_ENDING
+        while not got and time.monotonic() < deadline and not ending.exists():
+            time.sleep(_POLL_S)
+            if not running <= book.snapshot():  # a step ended: slurmctld wakes the waiting
+                break
+        if got or ending.exists():
+            if got and not ending.exists():
+                _say(f"srun: Cancelled pending job step with signal {got[0]}")
+            _say(refused + _ALREADY_DONE)
+            return 1
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()

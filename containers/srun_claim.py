@@ -5,10 +5,10 @@ Lines and statuses as on the test cluster: `srun: Job J step creation temporaril
 disabled, retrying (Requested nodes are busy)` at the first refusal, `... still disabled
 ...` each time a step's end wakes it and it still does not fit (and every 60-69 s, srun's
 step_wait), `srun: Step created for job J` once it runs; a step that can never fit is
-`srun: error: Unable to create step for job J: <reason>` (status 1). A signal while
-waiting ends srun: `srun: Cancelled pending job step with signal N`, then the step refused
-as "Job/step already completing or completed"; when the job itself ends only the refusal
-is said (slurmctld answers the retry before the signal lands).
+`srun: error: Unable to create step for job J: <reason>` (status 1), as is a busy one under
+`-I`. A signal while waiting ends srun: `srun: Cancelled pending job step with signal N`,
+then the step refused as "Job/step already completing or completed"; when the job itself
+ends only the refusal is said (slurmctld answers the retry before the signal lands).
 """
 
 from __future__ import annotations
@@ -107,7 +107,8 @@ def claim_step(
 
     saved = {sig: signal.signal(sig, note) for sig in _CANCELLING}
     try:
-        return _until_created(book, job, ask, record, job_id, got, step_dir)
+        immediate = _immediate(step.options.get("immediate", "0"), "immediate" in step.options)
+        return _until_created(book, job, ask, record, job_id, got, step_dir, immediate)
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
@@ -121,6 +122,7 @@ def _until_created(
     job_id: str,
     got: list[int],
     step_dir: Path,
+    immediate: bool,
 ) -> Claimed | int:
     refused = f"srun: error: Unable to create step for job {job_id}: "
     step_wait = 60 + os.getpid() % 10
@@ -132,7 +134,7 @@ def _until_created(
                 _say(f"srun: Step created for job {job_id}")
             return answer
         reason, running = answer
-        if reason is not Refused.BUSY:
+        if reason is not Refused.BUSY or immediate:
             _say(refused + reason.value)
             return 1
         state = "temporarily" if tries == 0 else "still"
@@ -149,6 +151,12 @@ def _until_created(
                 _say(f"srun: Cancelled pending job step with signal {got[0]}")
             _say(refused + _ALREADY_DONE)
             return 1
+
+
+def _immediate(value: str | None, given: bool) -> bool:
+    """`-I`/`--immediate[=secs]`: a busy step is refused at once (as the test cluster did
+    for -I and --immediate=2); -I0 waits as usual."""
+    return given and not (value is not None and value.strip() == "0")
 
 
 def _say(line: str) -> None:

@@ -46,6 +46,7 @@ _TABLE: tuple[tuple[str, str | None, Arg], ...] = (
     ("export", None, _R),
     ("gpus", "G", _R),
     ("gres", None, _R),
+    ("immediate", "I", _O),
     ("input", "i", _R),
     ("job-name", "J", _R),
     ("jobid", None, _R),

@@ -8,8 +8,8 @@ What the cluster does (containers/step_alloc.py follows step_mgr.c): a step with
 --exact takes every CPU the job has on its nodes, so `srun -n1 ... &` twice in a one-node
 job run one after the other; --exact (or -c) takes only its tasks' CPUs; steps carry the
 job's memory per CPU from SLURM_MEM_PER_CPU and hold it; --overlap is refused memory that
-other steps hold; a memory request above the job's is refused at once; steps pick the
-job's nodes that no step uses.
+other steps hold; a memory request above the job's is refused at once, as is a busy step
+under `srun -I`; steps pick the job's nodes that no step uses.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ _SCENARIOS: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "two-nodes": (
         ("-w", "node[03-04]", "-N2", "-n2"),
-        f"srun -n2 sleep 3 & sleep 0.5; srun -n1 {_NODE}; wait",
+        f"srun -n2 sleep 3 & sleep 0.5; srun -I -n1 true; echo rc=$?; srun -n1 {_NODE}; wait",
     ),
     "exact": (
         ("-w", "node04", "-N1", "-n2"),

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from containers.multi_prog import MultiProgError, multi_prog
-from containers.srun_claim import claim_step
+from containers.srun_claim import claim_step, job_share, step_ask
 from containers.srun_io import (
     KILL_WAIT_VAR,
     describe_failures,
@@ -45,12 +45,13 @@ from containers.srun_io import (
     step_status,
     task_file,
 )
-from containers.srun_layout import SrunExit, Step, plan_step
+from containers.srun_layout import SrunExit, Step, allocation_from_env, plan_step
 from containers.srun_revoke import ALLOCATION_VAR, RevocationWatch
 from containers.srun_spawn import Spawned
-from containers.step_alloc import Grant
+from containers.step_alloc import Grant, JobShare
 from containers.step_book import Claimed
 from containers.step_rules import ABORTED_SUFFIX, recorded_state
+from gateway.compat.hostlist import expand
 from gateway.compat.job_env import TaskIds, task_environment
 from gateway.model.job import wait_status
 
@@ -214,7 +215,14 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
     claimed: Claimed | None = None
     record: Path | None = None  # none outside a local job's spool: the step is not recorded
     if step_dir_text and Path(step_dir_text).is_dir():
-        outcome = claim_step(Path(step_dir_text), step, env, first_record)
+        outcome = claim_step(
+            Path(step_dir_text),
+            _job_share(step, env),
+            step_ask(step.tasks_per_node, step.cpus_per_task, step.options, _named(step), env),
+            step.options,
+            env.get("SLURM_JOB_ID", "0"),
+            first_record,
+        )
         if isinstance(outcome, int):
             return outcome
         claimed, step_id, record = outcome, outcome.step_id, outcome.record
@@ -290,6 +298,22 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
     if claimed is not None:
         claimed.close()  # the hold is free: a waiting srun may take it
     return srun_status(statuses)
+
+
+def _job_share(step: Step, env: dict[str, str]) -> JobShare:
+    """What the job holds (its whole allocation); the step's own nodes when the batch
+    environment does not say."""
+    alloc = allocation_from_env(env)
+    share = job_share(alloc.nodes, alloc.cpus_per_node, env)
+    if share is None:
+        cpus = tuple(t * step.cpus_per_task for t in step.tasks_per_node)
+        return JobShare(step.nodes, cpus, None)
+    return share
+
+
+def _named(step: Step) -> tuple[str, ...]:
+    """The nodes srun's -w names."""
+    return tuple(expand(step.options["nodelist"] or "")) if step.options.get("nodelist") else ()
 
 
 def _distribution(step: Step) -> str:

@@ -9,6 +9,9 @@ step_wait), `srun: Step created for job J` once it runs; a step that can never f
 `-I`. A signal while waiting ends srun: `srun: Cancelled pending job step with signal N`,
 then the step refused as "Job/step already completing or completed"; when the job itself
 ends only the refusal is said (slurmctld answers the retry before the signal lands).
+
+Standard library only (with step_alloc.py and step_book.py): Kubernetes job pods run it
+beside their launcher (k8s_bridge/launch.py ships it).
 """
 
 from __future__ import annotations
@@ -17,15 +20,13 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from containers.srun_layout import Step, allocation_from_env, megabytes
-from containers.step_alloc import Grant, JobShare, Refused, StepAsk
+from containers.step_alloc import Grant, JobShare, Refused, StepAsk, megabytes
 from containers.step_book import Claimed, StepBook
 from containers.step_rules import JOB_ENDING
-from gateway.compat.hostlist import expand
 
 __all__ = ["claim_step", "job_share", "step_ask"]
 
@@ -44,62 +45,70 @@ _CANCELLING = (
 _ALREADY_DONE = "Job/step already completing or completed"
 
 
-def job_share(env: Mapping[str, str]) -> JobShare | None:
-    """What the job holds per node, from its batch environment (None: too little known,
-    every step runs at once as before)."""
-    alloc = allocation_from_env(env)
-    if not all(alloc.cpus_per_node):
+def job_share(
+    nodes: Sequence[str], cpus_per_node: Sequence[int], env: Mapping[str, str]
+) -> JobShare | None:
+    """What the job holds per node: its nodes and CPUs (from SLURM_JOB_NODELIST and
+    SLURM_JOB_CPUS_PER_NODE) and its memory (SLURM_MEM_PER_NODE/CPU); None when the CPUs
+    are unknown (nothing is then held back)."""
+    if not cpus_per_node or len(cpus_per_node) != len(nodes) or not all(cpus_per_node):
         return None
     per_node = megabytes(env.get("SLURM_MEM_PER_NODE", ""))
     per_cpu = megabytes(env.get("SLURM_MEM_PER_CPU", ""))
+    nodes, cpus = tuple(nodes), tuple(cpus_per_node)
     if per_node:
-        return JobShare(alloc.nodes, alloc.cpus_per_node, (per_node,) * len(alloc.nodes), per_node)
+        return JobShare(nodes, cpus, (per_node,) * len(nodes), per_node)
     if per_cpu:
-        return JobShare(
-            alloc.nodes, alloc.cpus_per_node, tuple(per_cpu * c for c in alloc.cpus_per_node)
-        )
-    return JobShare(alloc.nodes, alloc.cpus_per_node, None)
+        return JobShare(nodes, cpus, tuple(per_cpu * c for c in cpus))
+    return JobShare(nodes, cpus, None)
 
 
-def step_ask(step: Step, env: Mapping[str, str]) -> StepAsk:
+def step_ask(
+    tasks_per_node: Sequence[int],
+    cpus_per_task: int,
+    options: Mapping[str, str | None],
+    nodelist: Sequence[str],
+    env: Mapping[str, str],
+) -> StepAsk:
     """The step as srun asks slurmctld for it: its memory from the command line, else
     from the batch environment (SLURM_MEM_PER_NODE/CPU); `--exact` implied by -c and
-    `--exclusive`."""
-    opts = step.options
-    cpus_set = "cpus-per-task" in opts
+    `--exclusive`. The sizes were checked with srun's options."""
+    cpus_set = "cpus-per-task" in options
     per_cpu = per_node = None
-    if "mem-per-cpu" in opts:  # (srun_layout checked both: sizes)
-        per_cpu = megabytes(opts["mem-per-cpu"] or "")
-    elif "mem" in opts:
-        per_node = megabytes(opts["mem"] or "")
+    if "mem-per-cpu" in options:
+        per_cpu = megabytes(options["mem-per-cpu"] or "")
+    elif "mem" in options:
+        per_node = megabytes(options["mem"] or "")
     else:
         per_node = megabytes(env.get("SLURM_MEM_PER_NODE", "")) or None
         per_cpu = None if per_node else megabytes(env.get("SLURM_MEM_PER_CPU", "")) or None
+    exact = "exact" in options or "exclusive" in options or cpus_set
     return StepAsk(
-        tasks_per_node=step.tasks_per_node,
-        cpus_per_task=step.cpus_per_task,
-        cpu_count=step.ntasks * (step.cpus_per_task if cpus_set else 1),
-        nodelist=tuple(expand(opts["nodelist"] or "")) if opts.get("nodelist") else (),
-        whole=not ("exact" in opts or "exclusive" in opts or cpus_set) or "whole" in opts,
-        overlap="overlap" in opts,
+        tasks_per_node=tuple(tasks_per_node),
+        cpus_per_task=cpus_per_task,
+        cpu_count=sum(tasks_per_node) * (cpus_per_task if cpus_set else 1),
+        nodelist=tuple(nodelist),
+        whole=not exact or "whole" in options,
+        overlap="overlap" in options,
         mem_per_cpu=per_cpu or None,
         mem_per_node=per_node or None,
     )
 
 
-_Record = Callable[[int, Grant], dict[str, Any]]
+Record = Callable[[int, Grant], dict[str, Any]]
 
 
 def claim_step(
-    step_dir: Path, step: Step, env: Mapping[str, str], record: _Record
+    step_dir: Path,
+    job: JobShare,
+    ask: StepAsk,
+    options: Mapping[str, str | None],
+    job_id: str,
+    record: Record,
 ) -> Claimed | int:
     """The step's resources (its id, hold and first record), waiting as srun waits; or
     srun's exit status once it gives up (the lines said)."""
-    job, job_id = job_share(env), env.get("SLURM_JOB_ID", "0")
-    ask = step_ask(step, env)
     book = StepBook(step_dir)
-    if job is None:  # the allocation's CPUs are unknown: nothing is held back
-        job = JobShare(step.nodes, tuple(t * step.cpus_per_task for t in step.tasks_per_node), None)
     got: list[int] = []
 
     def note(signum: int, frame: Any) -> None:
@@ -107,7 +116,7 @@ def claim_step(
 
     saved = {sig: signal.signal(sig, note) for sig in _CANCELLING}
     try:
-        immediate = _immediate(step.options.get("immediate", "0"), "immediate" in step.options)
+        immediate = _immediate(options.get("immediate", "0"), "immediate" in options)
         return _until_created(book, job, ask, record, job_id, got, step_dir, immediate)
     finally:
         for sig, handler in saved.items():
@@ -118,7 +127,7 @@ def _until_created(
     book: StepBook,
     job: JobShare,
     ask: StepAsk,
-    record: _Record,
+    record: Record,
     job_id: str,
     got: list[int],
     step_dir: Path,

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from containers.step_alloc import megabytes
 from gateway.compat.getopt import CmdSpec, scan
 from gateway.compat.hostlist import expand
 from gateway.compat.optypes import Arg
@@ -25,7 +26,6 @@ __all__ = [
     "Step",
     "allocation_from_env",
     "env_options",
-    "megabytes",
     "plan_step",
 ]
 
@@ -248,19 +248,6 @@ def _check_values(options: Mapping[str, str | None]) -> None:
     for name in ("mem", "mem-per-cpu"):
         if name in options and megabytes(options[name] or "") is None:
             raise SrunExit([f"srun: error: Invalid --{name} specification"], 255)
-
-
-_MEGABYTES = re.compile(r"(\d+)([KMGTP]?)", re.IGNORECASE)
-_SCALE = {"K": -1, "": 1, "M": 1, "G": 1 << 10, "T": 1 << 20, "P": 1 << 30}
-
-
-def megabytes(text: str) -> int | None:
-    """str_to_mbytes: `3000`, `500K` (rounded up), `2G`... in MB; None if not a size."""
-    match = _MEGABYTES.fullmatch(text.strip())
-    if match is None:
-        return None
-    number, scale = int(match.group(1)), _SCALE[match.group(2).upper()]
-    return -(-number // 1024) if scale < 0 else number * scale
 
 
 def _is_value(text: str) -> bool:

@@ -12,17 +12,32 @@ with one (srun reads SLURM_MEM_PER_CPU/NODE from the batch environment) it holds
 other steps hold (22.05's step_layout_create). A step that could never fit is refused at
 once; one that fits once others end is BUSY (srun retries).
 
-Pure: the job's holdings, the running steps' holds and the request in, a `Grant` or a
-`Refused` out. containers/step_book.py keeps the holds; containers/srun.py asks.
+Pure and standard library only (shipped to Kubernetes job pods too): the job's holdings,
+the running steps' holds and the request in, a `Grant` or a `Refused` out.
+containers/step_book.py keeps the holds; containers/srun_claim.py asks.
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Grant", "Hold", "JobShare", "Refused", "StepAsk", "pick_step"]
+__all__ = ["Grant", "Hold", "JobShare", "Refused", "StepAsk", "megabytes", "pick_step"]
+
+
+_MEGABYTES = re.compile(r"(\d+)([KMGTP]?)", re.IGNORECASE)
+_SCALE = {"K": -1, "": 1, "M": 1, "G": 1 << 10, "T": 1 << 20, "P": 1 << 30}
+
+
+def megabytes(text: str) -> int | None:
+    """str_to_mbytes: `3000`, `500K` (rounded up), `2G`... in MB; None if not a size."""
+    match = _MEGABYTES.fullmatch(text.strip())
+    if match is None:
+        return None
+    number, scale = int(match.group(1)), _SCALE[match.group(2).upper()]
+    return -(-number // 1024) if scale < 0 else number * scale
 
 
 class Refused(enum.Enum):

@@ -70,6 +70,9 @@ SOURCES = {
     "step-files": (_HERE / "pod_step_files.py").read_text(),
     "multi-prog": (_HERE.parent / "containers" / "multi_prog.py").read_text(),
     "step-rules": (_HERE.parent / "containers" / "step_rules.py").read_text(),
+    "step-alloc": (_HERE.parent / "containers" / "step_alloc.py").read_text(),
+    "step-book": (_HERE.parent / "containers" / "step_book.py").read_text(),
+    "srun-claim": (_HERE.parent / "containers" / "srun_claim.py").read_text(),
 }
 
 
@@ -147,6 +150,9 @@ def launcher_volume(prefix: str) -> Manifest:
                 {"key": "step-files", "path": "lib/k8s_bridge/pod_step_files.py"},
                 {"key": "multi-prog", "path": "lib/containers/multi_prog.py"},
                 {"key": "step-rules", "path": "lib/containers/step_rules.py"},
+                {"key": "step-alloc", "path": "lib/containers/step_alloc.py"},
+                {"key": "step-book", "path": "lib/containers/step_book.py"},
+                {"key": "srun-claim", "path": "lib/containers/srun_claim.py"},
             ],
         },
     }

@@ -44,7 +44,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from containers.step_rules import warning_time
+from containers.step_rules import JOB_ENDING, warning_time
 
 __all__ = [
     "SETTINGS_PATH",
@@ -61,6 +61,7 @@ __all__ = [
 ]
 
 SETTINGS_PATH = "/caldera/job/init"
+BOOK = "book"  # under step_dir(): the sruns' step book (containers/step_book.py)
 SRUN_NAME = "srun"  # the launcher's srun: /caldera/launch/bin/srun run by python3
 
 _PASSED: tuple[int, ...] = (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -163,6 +164,14 @@ def say_ending(child: int, started: float, limit_s: float | None) -> None:
         os.close(fd)
 
 
+def mark_ending() -> None:
+    """Tell an srun still waiting for its step's CPUs that the job ends (it then says only
+    that the step was refused, as Slurm's srun does: containers/srun_claim.py)."""
+    path = os.path.join(step_dir(), BOOK, JOB_ENDING)
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+
+
 def step_dir(environ: Mapping[str, str] | None = None) -> str:
     """Where the sruns of this pod take their step ids (the same place for every process
     of the container's user that has the container's TMPDIR)."""
@@ -260,6 +269,7 @@ def run(argv: Sequence[str], settings_path: str = SETTINGS_PATH) -> int:
                     _warn(child, warning)
         if signum == signal.SIGTERM:
             if not stopping and code is None:
+                mark_ending()
                 say_ending(child, started, limit_s)
             stopping = True
             signal_all([child], signal.SIGTERM)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from containers.step_alloc import megabytes
+
 # long name: (short, argument: 0 none, 1 required, 2 optional)
 _OPTIONS: dict[str, tuple[str, int]] = {
     name: (short, int(arg))
@@ -25,11 +27,13 @@ _OPTIONS: dict[str, tuple[str, int]] = {
             "cpus-per-task:c:1",
             "distribution:m:1",
             "error:e:1",
+            "exact::0",
             "exclude:x:1",
             "exclusive::2",
             "export::1",
             "gpus:G:1",
             "gres::1",
+            "immediate:I:2",
             "input:i:1",
             "job-name:J:1",
             "jobid::1",
@@ -53,6 +57,7 @@ _OPTIONS: dict[str, tuple[str, int]] = {
             "unbuffered:u:0",
             "verbose:v:0",
             "wait:W:1",
+            "whole::0",
         ]
     )
 }
@@ -120,6 +125,11 @@ def parse(argv: Sequence[str]) -> tuple[dict[str, str | None], list[str]]:
             else:
                 opts[name] = None
             break
+    if "exact" in opts and "whole" in opts:
+        raise SrunExit(["srun: error: --exact and --whole are mutually exclusive."])
+    for name in ("mem", "mem-per-cpu"):
+        if name in opts and megabytes(opts[name] or "") is None:
+            raise SrunExit([f"srun: error: Invalid --{name} specification"], 255)
     if not argv[i:]:
         raise SrunExit(["srun: fatal: No command given to execute."])
     return opts, list(argv[i:])
@@ -226,8 +236,6 @@ def _plan(
     if "cpus-per-task" in opts:
         cpt = _number(opts["cpus-per-task"], "cpus-per-task", 1)
     wanted = expand(opts.get("nodelist") or "")
-    if any(n not in nodes_all for n in wanted):
-        raise SrunExit([refused + "Requested node configuration is not available"])
     nnodes_env = env.get("SLURM_NNODES", "")
     if "nodes" in opts:
         count = _number((opts["nodes"] or "").split("-")[0], "nodes", 0) or len(nodes_all)
@@ -259,6 +267,8 @@ def _plan(
             "Ignoring --ntasks-per-node."
         )
         per_node = None
+    if any(n not in nodes_all for n in wanted):  # slurmctld's, after srun's warnings
+        raise SrunExit([*warnings, refused + "Requested node configuration is not available"])
     others = [n for n in nodes_all if n not in wanted]
     chosen = set(wanted) | set(others[: max(count - len(wanted), 0)])
     nodes = [n for n in nodes_all if n in chosen]

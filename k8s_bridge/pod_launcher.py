@@ -35,18 +35,23 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, BinaryIO
 
 if os.path.isdir("/caldera/launch/lib/k8s_bridge"):  # in a pod: the modules beside us
     sys.path.insert(0, "/caldera/launch/lib")
 from containers.multi_prog import MultiProgError, multi_prog
+from containers.srun_claim import claim_step, job_share, step_ask
+from containers.step_alloc import JobShare
+from containers.step_book import Claimed
 from containers.step_rules import recorded_state, recorded_status
 from k8s_bridge.pod_agent import PORT, TOKEN_PATH, agent, killpg, read_token
-from k8s_bridge.pod_init import SETTINGS_PATH, step_dir
+from k8s_bridge.pod_init import BOOK, SETTINGS_PATH, step_dir
 from k8s_bridge.pod_init import run as run_init
 from k8s_bridge.pod_launch_plan import (
     UNSUPPORTED,
     SrunExit,
+    counts,
     describe_failures,
     expand,
     parse,
@@ -260,22 +265,41 @@ class Local(_Task):
             killpg(self.proc.pid, signum)
 
 
-def _step_id(first_node: str) -> int:
-    """The job's next step id (0, 1, ...), unique among the sruns of this pod; the step's
-    directory names this srun and the step's first node (`pid`), for scancel's signals to
-    it and the init's lines at the job's end (pod_init.running_steps)."""
-    base = step_dir()
+def _claim(
+    opts: Mapping[str, str | None],
+    env: Mapping[str, str],
+    nodes: list[str],
+    layout: list[int],
+    cpt: int,
+) -> Claimed | int:
+    """The step's CPUs and memory among the job's running steps, as slurmctld shares them
+    (containers/srun_claim.py: waits with srun's lines while they are held), in the book
+    of this pod's sruns; srun's exit status if it gives up."""
+    book = os.path.join(step_dir(), BOOK)
+    os.makedirs(book, exist_ok=True)
+    job_nodes = expand(env.get("SLURM_JOB_NODELIST", ""))
+    try:
+        cpus = counts(env.get("SLURM_JOB_CPUS_PER_NODE", ""))
+    except ValueError:
+        cpus = []
+    share = job_share(job_nodes, cpus, env) or JobShare(
+        tuple(nodes), tuple(t * cpt for t in layout), None
+    )
+    ask = step_ask(layout, cpt, opts, expand(opts.get("nodelist") or ""), env)
+    job_id = env.get("SLURM_JOB_ID", "0")
+    return claim_step(
+        Path(book), share, ask, opts, job_id, lambda n, _: {"step_id": str(n), "state": "RUNNING"}
+    )
+
+
+def _mark_step(step_id: int, first_node: str) -> int:
+    """The step's directory names this srun and the step's first node (`pid`), for
+    scancel's signals to it and the init's lines at the job's end (pod_init.running_steps)."""
+    base = os.path.join(step_dir(), str(step_id))
     os.makedirs(base, exist_ok=True)
-    n = 0
-    while True:
-        try:
-            os.mkdir(os.path.join(base, str(n)))
-            break
-        except FileExistsError:
-            n += 1
-    with contextlib.suppress(OSError), open(os.path.join(base, str(n), "pid"), "w") as f:
+    with contextlib.suppress(OSError), open(os.path.join(base, "pid"), "w") as f:
         f.write(f"{os.getpid()} {first_node}\n")
-    return n
+    return step_id
 
 
 def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
@@ -290,13 +314,34 @@ def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
     nodes, layout, cpt, warnings = plan(opts, env)
     for line in warnings:
         sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    claimed = _claim(opts, env, nodes, layout, cpt)
+    if isinstance(claimed, int):
+        return claimed
+    try:
+        nodes = list(claimed.grant.hold.nodes)
+        return _run(opts, command, env, nodes, layout, cpt, claimed, early)
+    finally:
+        claimed.close()
+
+
+def _run(
+    opts: Mapping[str, str | None],
+    command: Sequence[str],
+    env: Mapping[str, str],
+    nodes: list[str],
+    layout: list[int],
+    cpt: int,
+    claimed: Claimed,
+    early: list[int],
+) -> int:
     here = env.get("SLURMD_NODENAME", os.uname().nodename)
     remote = sorted({n for n in nodes if n != here})
     wait_s = float(env.get("CALDERA_HOSTS_WAIT", "300"))
     hosts = addresses(remote, wait_s, env.get("CALDERA_HOSTS_FILE", HOSTS_PATH)) if remote else {}
     token = read_token(env.get("CALDERA_TOKEN_FILE", TOKEN_PATH)) if remote else b""
     port = int(env.get("CALDERA_AGENT_PORT", PORT))
-    step_id = _step_id(nodes[0] if nodes else "")
+    step_id = _mark_step(claimed.step_id, nodes[0] if nodes else "")
     ntasks = sum(layout)
     cwd = os.path.normpath(os.path.join(os.getcwd(), opts.get("chdir") or "."))  # -D
     tasks: list[Remote | Local] = []
@@ -363,7 +408,7 @@ def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
             "name": opts.get("job-name") or os.path.basename(command[0]),
             "ranks": [job_nodes.index(n) for n in nodes if n in job_nodes],  # NODEIDs
             "ntasks": ntasks,
-            "cpus": ntasks * (cpt or 1),
+            "cpus": claimed.grant.alloc_cpus,
             "start_time": round(started, 3),
             "end_time": round(time.time(), 3),
             "exit_code": status,

@@ -182,6 +182,48 @@ def test_srun_and_mpirun_reach_every_rank_across_both_nodes(
     assert_nothing_left(kube, ns)
 
 
+SHARED = """#!/bin/sh
+srun -n1 sh -c 'echo first $SLURMD_NODENAME; while [ ! -e go ]; do sleep 0.2; done' &
+sleep 1
+srun -n1 sh -c 'echo second $SLURMD_NODENAME'
+(sleep 3; touch go) &
+srun -n2 true
+echo "rc=$?"
+wait
+"""
+
+
+def test_steps_share_the_gang_s_cpus_as_slurm_steps_share_a_job_s(
+    gw: Gateway, kubelet_env: KubeletEnv, ns: str, home: Path
+) -> None:
+    """Steps in the pods take the job's CPUs as slurmctld gives them (containers/
+    step_alloc.py, the same book as the local runner's, kept by rank 0's sruns): a
+    one-task step takes the whole of one node, the next one-task step the other node at
+    once, and a step that needs both waits for the first to end, with srun's lines."""
+    kube: KubeClient = admin_client(kubelet_env.k8s)
+    (home / "job.sh").write_text(SHARED)
+    job = gw.sbatch("-p", kubelet_env.partition, "-N", "2", "job.sh", cwd=home, user="tester")
+    gw.wait(job, timeout=180)
+    out = (home / f"slurm-{job}.out").read_text()
+    pods = [f"caldera-{job}-0", f"caldera-{job}-1"]
+    warn = "srun: Warning: can't run 1 processes on 2 nodes, setting nnodes to 1"
+    assert out.splitlines() == [
+        warn,
+        f"first {pods[0]}",
+        warn,
+        f"second {pods[1]}",
+        f"srun: Job {job} step creation temporarily disabled, retrying (Requested nodes are busy)",
+        f"srun: Step created for job {job}",
+        "rc=0",
+    ], out
+    rows = gw.ok(["sacct", "-j", str(job), "-P", "-n", "-o", "JobID,Start,End,AllocCPUS"])
+    steps = {r.split("|")[0]: r.split("|")[1:] for r in rows.split() if "." in r.split("|")[0]}
+    zero, one, two = (steps[f"{job}.{n}"] for n in range(3))
+    assert one[0] < zero[1] <= two[0], rows  # the second ran beside the first, the third after
+    assert [zero[2], one[2], two[2]] == ["1", "1", "2"], rows
+    assert_nothing_left(kube, ns)
+
+
 TERM_SCRIPT = """#!/bin/sh
 srun -N 2 --ntasks-per-node=1 sh -c 'trap "sleep 1; echo TERM $SLURM_PROCID $(hostname) \
 >term.$SLURM_PROCID; exit 0" TERM; touch ready.$SLURM_PROCID; while :; do sleep 0.1; done'

@@ -2,7 +2,7 @@
 exec): the job's steps by default, the batch shell with --batch, step N alone with --step.
 Real processes under the launcher's init, outside a PID namespace: the init's pid stands for
 the pod's PID 1. Shell scripts named `srun` stand for the launcher's srun (one names its step
-as pod_launcher._step_id does)."""
+as pod_launcher._mark_step does)."""
 
 from __future__ import annotations
 

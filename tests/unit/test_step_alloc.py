@@ -156,7 +156,12 @@ def test_the_book_claims_in_turn_and_forgets_steps_whose_srun_is_gone(tmp_path: 
 
 def test_srun_asks_with_the_batch_environment_s_memory_unless_told() -> None:
     from containers.srun_claim import job_share, step_ask
-    from containers.srun_layout import megabytes, plan_step
+    from containers.srun_layout import allocation_from_env, plan_step
+    from containers.step_alloc import megabytes
+
+    def ask(argv: list[str]) -> StepAsk:
+        step = plan_step(argv, env)
+        return step_ask(step.tasks_per_node, step.cpus_per_task, step.options, (), env)
 
     env = {
         "SLURM_JOB_ID": "5",
@@ -167,13 +172,14 @@ def test_srun_asks_with_the_batch_environment_s_memory_unless_told() -> None:
         "SLURM_NTASKS": "2",
         "SLURM_MEM_PER_CPU": "100",
     }
-    share = job_share(env)
+    alloc = allocation_from_env(env)
+    share = job_share(alloc.nodes, alloc.cpus_per_node, env)
     assert share == JobShare(("node01", "node02"), (2, 2), (200, 200))
-    plain = step_ask(plan_step(["true"], env), env)
+    plain = ask(["true"])
     assert (plain.mem_per_cpu, plain.mem_per_node, plain.whole) == (100, None, True)
-    told = step_ask(plan_step(["--mem=1G", "-c", "1", "true"], env), env)
+    told = ask(["--mem=1G", "-c", "1", "true"])
     assert (told.mem_per_cpu, told.mem_per_node, told.whole) == (None, 1024, False)
-    assert step_ask(plan_step(["--exact", "-n1", "true"], env), env).whole is False
+    assert ask(["--exact", "-n1", "true"]).whole is False
     assert [megabytes(t) for t in ("3000", "500K", "2g", "1T", "x", "-1", "")] == [
         3000,
         1,

@@ -1,5 +1,6 @@
-"""srun getting its step's resources in a local job, as Slurm 22.05's srun does: ask, and
-while the job's other steps hold what it needs, say so and wait for one of them to end.
+"""srun getting its step's resources in a job (local, or in a Kubernetes gang's pods), as
+Slurm 22.05's srun does: ask, and while the job's other steps hold what it needs, say so
+and wait for one of them to end.
 
 Lines and statuses as on the test cluster: `srun: Job J step creation temporarily
 disabled, retrying (Requested nodes are busy)` at the first refusal, `... still disabled

@@ -47,10 +47,12 @@ from dataclasses import dataclass
 from containers.step_rules import JOB_ENDING, warning_time
 
 __all__ = [
+    "BOOK",
     "SETTINGS_PATH",
     "Settings",
     "WarnSignal",
     "exit_code",
+    "mark_ending",
     "read_settings",
     "run",
     "running_steps",

@@ -37,39 +37,42 @@ _NODE = "bash -c 'echo $SLURMD_NODENAME'"
 _SCENARIOS: dict[str, tuple[tuple[str, ...], str]] = {
     "whole": (
         ("-w", "node01", "-N1", "-n2"),
-        f"srun -n1 sleep 3 & sleep 0.5; srun -n1 {_NODE}; echo rc=$?; wait",
+        f"srun -n1 sleep 3 & sleep 1; srun -n1 {_NODE}; echo rc=$?; wait",
     ),
     "nodes": (
         ("-w", "node[01-04]", "-N4", "-n4"),
-        f"srun -N2 -n2 sleep 3 & sleep 0.5; srun -N2 -n2 {_NODE} | sort; srun -N1 -n1 {_NODE}; "
-        "wait",
+        f"srun -N2 -n2 sleep 6 & sleep 1; srun -N2 -n2 {_NODE} | sort; srun -N1 -n1 {_NODE}; wait",
     ),
     "overlap": (
         ("-w", "node02", "-N1", "-n2"),
-        f"srun -n1 sleep 3 & sleep 0.5; srun -n1 --overlap {_NODE}; echo rc=$?; wait",
+        f"srun -n1 sleep 4 & sleep 1; srun -n1 --overlap {_NODE}; echo rc=$?; wait",
     ),
     "memory": (
         ("-w", "node03", "-N1", "-n2", "--mem=1000"),
-        f"srun -n1 --mem=400 sleep 3 & sleep 0.5; srun -n1 --mem=400 {_NODE}; sleep 1; "
+        f"srun -n1 --mem=400 sleep 3 & sleep 1; srun -n1 --mem=400 {_NODE}; sleep 1; "
         f"srun -n1 --mem=700 {_NODE}; srun -n1 --mem=1500 true; echo rc=$?; "
         "srun -n2 --mem=3000 true; echo rc=$?; wait",
     ),
     "two-nodes": (
         ("-w", "node[03-04]", "-N2", "-n2"),
-        f"srun -n2 sleep 3 & sleep 0.5; srun -I -n1 true; echo rc=$?; srun -n1 {_NODE}; wait",
+        f"srun -n2 sleep 4 & sleep 1; srun -I -n1 true; echo rc=$?; srun -n1 {_NODE}; wait",
     ),
     "exact": (
         ("-w", "node04", "-N1", "-n2"),
         "srun --mem=abc true; echo rc=$?; srun --exact --whole true; echo rc=$?; "
-        f"srun -n1 --exact sleep 3 & sleep 0.5; srun -n1 --exact {_NODE}; sleep 1; "
+        f"srun -n1 --exact sleep 6 & sleep 1; srun -n1 --exact {_NODE}; sleep 1; "
         f"srun -n1 -c1 {_NODE}; sleep 1; srun -n2 --exact {_NODE}; wait",
     ),
     "exact-nodes": (
         ("-w", "node[01-02]", "-N2", "-n4"),
-        f"srun -N1 -n1 --exact sleep 3 & sleep 0.5; srun -N2 -n2 --exact {_NODE} | sort; "
+        f"srun -N1 -n1 --exact sleep 5 & sleep 1; srun -N2 -n2 --exact {_NODE} | sort; "
         f"srun -w node03 -n1 true; echo rc=$?; srun -n 3 {_NODE} | sort; wait",
     ),
 }
+
+
+# (each first step lasts long enough for the steps meant to run beside it to start under
+# load: srun takes 30 ms on the cluster, 70 ms here, more on a busy CI machine)
 
 
 def _rows(run: Run, job: str, steps: int) -> list[str] | None:

@@ -198,8 +198,10 @@ def test_root_writes_only_in_its_own_directories_and_keeps_secrets_private(env: 
     for name in ("plan.json", "supervisor.log", "batch_step.json", "result.json"):
         assert modes[name] == (0o600, 0), name
     assert stat.S_IMODE(jobdir.stat().st_mode) == 0o711
-    assert [p.name for p in (jobdir / "steps").iterdir()] == ["0.json"]
-    assert (jobdir / "steps" / "0.json").stat().st_uid == tester
+    # srun's own: its step's record and the step book's lock (its step's lock is gone)
+    steps = sorted((jobdir / "steps").iterdir())
+    assert [p.name for p in steps] == [".alloc.lock", "0.json"]
+    assert all(p.lstat().st_uid == tester for p in steps)
     # rmtree (forget) never follows the user's symlinks out of the spool
     assert shutil.rmtree.avoids_symlink_attacks
 

@@ -15,10 +15,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from containers.step_alloc import megabytes
 from gateway.compat.getopt import CmdSpec, scan
 from gateway.compat.hostlist import expand
 from gateway.compat.optypes import Arg
+from gateway.compat.quantity import str_to_mbytes
 
 __all__ = [
     "Allocation",
@@ -246,7 +246,7 @@ def _check_values(options: Mapping[str, str | None]) -> None:
     if "cpu-bind" in options:
         _check_cpu_bind(options["cpu-bind"] or "")
     for name in ("mem", "mem-per-cpu"):
-        if name in options and megabytes(options[name] or "") is None:
+        if name in options and str_to_mbytes(options[name] or "") is None:
             raise SrunExit([f"srun: error: Invalid --{name} specification"], 255)
 
 

@@ -27,16 +27,18 @@ from dataclasses import dataclass
 __all__ = ["Grant", "Hold", "JobShare", "Refused", "StepAsk", "megabytes", "pick_step"]
 
 
-_MEGABYTES = re.compile(r"(\d+)([KMGTP]?)", re.IGNORECASE)
-_SCALE = {"K": -1, "": 1, "M": 1, "G": 1 << 10, "T": 1 << 20, "P": 1 << 30}
+# gateway.compat.quantity.str_to_mbytes's sizes, again here because job pods have only
+# the standard library (tests/unit/test_step_alloc.py checks the two agree)
+_MEGABYTES = re.compile(r"\s*\+?(\d+)(?:([KMGT])[Bb]?)?", re.IGNORECASE)
+_SCALE = {"K": -1, "": 1, "M": 1, "G": 1 << 10, "T": 1 << 20}
 
 
 def megabytes(text: str) -> int | None:
-    """str_to_mbytes: `3000`, `500K` (rounded up), `2G`... in MB; None if not a size."""
-    match = _MEGABYTES.fullmatch(text.strip())
+    """str_to_mbytes: `3000`, `500K` (rounded up), `2G`, `4GB`... in MB; None if not a size."""
+    match = _MEGABYTES.fullmatch(text)
     if match is None:
         return None
-    number, scale = int(match.group(1)), _SCALE[match.group(2).upper()]
+    number, scale = int(match.group(1)), _SCALE[(match.group(2) or "").upper()]
     return -(-number // 1024) if scale < 0 else number * scale
 
 

@@ -59,13 +59,9 @@ class StepBook:
         finally:
             os.close(fd)
 
-    def running(self) -> dict[int, Hold]:
-        """The holds of the steps whose srun still runs, by step id (a lock left by an
-        srun that is gone is removed)."""
-        return self._scan()[0]
-
     def _scan(self) -> tuple[dict[int, Hold], int]:
-        """The running steps' holds, and the next free step id (past every record)."""
+        """The holds of the steps whose srun still runs, by step id (a lock left by an srun
+        that is gone is removed), and the next free step id (past every record)."""
         out: dict[int, Hold] = {}
         locks: list[int] = []
         last = -1
@@ -136,7 +132,7 @@ class StepBook:
     def snapshot(self) -> frozenset[int]:
         """The ids of the running steps (a change is what wakes a waiting srun)."""
         with self._deciding():
-            return frozenset(self.running())
+            return frozenset(self._scan()[0])
 
 
 def _read(path: Path) -> Any:

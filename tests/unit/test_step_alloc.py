@@ -189,3 +189,11 @@ def test_srun_asks_with_the_batch_environment_s_memory_unless_told() -> None:
         None,
         None,
     ]
+
+
+def test_the_pods_size_parser_agrees_with_the_gateway_s() -> None:
+    from containers.step_alloc import megabytes
+    from gateway.compat.quantity import str_to_mbytes
+
+    for text in ("3000", "500K", "2g", "4GB", "1T", " 7", "+5", "1P", "x", "-1", "", "3 ", "2kb"):
+        assert megabytes(text) == str_to_mbytes(text), text

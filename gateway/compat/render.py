@@ -97,19 +97,22 @@ def _nodes_forced_by_gres(spec: JobSpec) -> bool:
 
 def _resources(spec: JobSpec, leaked_mem: bool = False) -> list[str]:
     out: list[str] = []
-    nodes = spec.nodes_min is not None and not _nodes_forced_by_gres(spec)
+    factors = (spec.sockets_per_node, spec.cores_per_socket, spec.threads_per_core)
+    # Whether sbatch's _opt_verify would set a task count from a single node count.
+    derives = any(f is not None for f in factors) or (spec.ntasks_per_node or 0) > 0
+    forced = _nodes_forced_by_gres(spec)
+    nodes = spec.nodes_min is not None and (not forced or (spec.ntasks is None and derives))
     if nodes and spec.nodes_min is not None:
         hi = spec.nodes_max or 0
-        factors = (spec.sockets_per_node, spec.cores_per_socket, spec.threads_per_core)
         if (
             spec.ntasks is None
             and hi == spec.nodes_min
-            and (any(f is not None for f in factors) or (spec.ntasks_per_node or 0) > 0)
-            and any(i.count == hi for i in spec.gpus)
+            and derives
+            and (forced or any(i.count == hi for i in spec.gpus))
         ):
-            # The GRES check lowered the maximum to the GPU count after sbatch had seen a
-            # range (else sbatch would have set a task count from the socket factors or
-            # --ntasks-per-node, as _opt_verify does): give a range again.
+            # The GRES check lowered the maximum (to the GPU count, or to the GPUs over
+            # those per node) after sbatch had seen a range, else sbatch would have set a
+            # task count from the socket factors or --ntasks-per-node: give a range again.
             hi += 1
         rng = str(hi) if hi == spec.nodes_min else f"{spec.nodes_min}-{hi}"
         out.append(f"--nodes={rng}")

@@ -16,6 +16,7 @@ from containers.docker_runner import job_labels, parse_mounts
 from containers.launching import SHIMS_DIR_VAR, SRUN_DIR_VAR, shims_dir
 from containers.proc import login_environment
 from containers.spool import ContainerPlan, JobPlan
+from containers.srun_claim import JOB_GPUS_VAR, JobGpus
 from containers.srun_io import KILL_WAIT_VAR
 from containers.step_rules import PERIODIC_TIMEOUT_S
 from gateway.compat.filename import NO_TASK, PatternContext, default_output, expand_for_open
@@ -71,6 +72,8 @@ def plan_job(launch: Launch, jobdir: Path, node: NodeSettings) -> JobPlan:
         slurm_conf=node.slurm_conf,
     )
     env[STEP_DIR_VAR] = str(jobdir / "steps")
+    if any(p.gpus for p in launch.placement):
+        env[JOB_GPUS_VAR] = _job_gpus(launch).render()
     env[KILL_WAIT_VAR] = str(node.kill_wait_s)
     if len({p.node for p in launch.placement}) > 1:
         # the job's nodes are virtual nodes of this one machine: OpenMPI's shared-memory
@@ -150,6 +153,20 @@ def plan_job(launch: Launch, jobdir: Path, node: NodeSettings) -> JobPlan:
         container=container,
         batch=job.batch,
         check_period_s=PERIODIC_TIMEOUT_S * node.time_scale,
+    )
+
+
+def _job_gpus(launch: Launch) -> JobGpus:
+    """The job's GPU request and the GPUs it holds on each node, for its steps."""
+    spec = launch.job.spec
+    items = [g for g in (*spec.gres, *spec.gpus_per_node) if g.name == "gpu"]
+    typed = [g.type for g in (*items, *spec.gpus, *spec.gpus_per_task) if g.type]
+    return JobGpus(
+        typed[0] if typed else None,
+        per_node=max((g.count for g in items), default=0),
+        per_job=sum(g.count for g in spec.gpus),
+        per_task=max((g.count for g in spec.gpus_per_task), default=0),
+        nodes={p.node: p.gpus for p in launch.placement},
     )
 
 

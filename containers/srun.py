@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from containers.multi_prog import MultiProgError, multi_prog
-from containers.srun_claim import claim_step, job_share, step_ask
+from containers.srun_claim import STEP_GPU_VARS, claim_step, gpu_env, job_share, step_ask
 from containers.srun_io import (
     KILL_WAIT_VAR,
     describe_failures,
@@ -116,7 +116,7 @@ def resolved(command: str, path: str, cwd: str) -> str:
 
 
 def _start_tasks(
-    step: Step, step_id: int, env: dict[str, str], streams: _Streams
+    step: Step, step_id: int, env: dict[str, str], streams: _Streams, gpus: _Gpus
 ) -> tuple[list[_Task], list[threading.Thread]]:
     opts, ntasks = step.options, step.ntasks
     try:
@@ -148,6 +148,10 @@ def _start_tasks(
             mpi=opts.get("mpi"),
         )
         task_env["SLURMD_NODENAME"] = step.nodes[nodeid]
+        if gpus is not None:  # the step's own GPUs on this node, or none
+            for name in STEP_GPU_VARS:
+                task_env.pop(name, None)
+            task_env.update(gpu_env(gpus[nodeid] if nodeid < len(gpus) else ()))
         try:
             out = streams.open("output", rank, "wb")
             err = streams.open("error", rank, "wb") if opts.get("error") else out
@@ -210,14 +214,19 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
         base_record.update(cpus=grant.alloc_cpus, start_time=time.time())
         extra = {"srun_pid": str(os.getpid()), "dist": _distribution(step)}
         base_record["extra"] = {**extra, "mem_mb": str(grant.alloc_mem_mb)}
+        if share.gpus:
+            counts = [len(g) for g in grant.gpus] or [0] * len(grant.hold.nodes)
+            base_record["extra"]["gpus"] = ",".join(map(str, counts))
         return base_record
 
     claimed: Claimed | None = None
     record: Path | None = None  # none outside a local job's spool: the step is not recorded
+    share = _job_share(step, env)
+    gpus: _Gpus = None
     if step_dir_text and Path(step_dir_text).is_dir():
         outcome = claim_step(
             Path(step_dir_text),
-            _job_share(step, env),
+            share,
             step_ask(step.tasks_per_node, step.cpus_per_task, step.options, _named(step), env),
             step.options,
             env.get("SLURM_JOB_ID", "0"),
@@ -227,6 +236,7 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
             return outcome
         claimed, step_id, record = outcome, outcome.step_id, outcome.record
         step = replace(step, nodes=outcome.grant.hold.nodes)
+        gpus = outcome.grant.gpus if share.gpus else None
     else:
         step_id = int(env.get("SLURM_STEP_ID", "-1")) + 1
         base_record.update(step_id=str(step_id), nodes=list(step.nodes), start_time=time.time())
@@ -237,7 +247,7 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
     forwarded: list[int] = []  # signals srun itself got (the job ending, as a rule)
     try:
         try:
-            procs, pumps = _start_tasks(step, step_id, env, streams)
+            procs, pumps = _start_tasks(step, step_id, env, streams, gpus)
         except SrunError:  # no task started: the step ended as it began
             base_record.update(end_time=time.time(), exit_code=1 << 8, state="FAILED")
             record_step(record, base_record)
@@ -298,6 +308,9 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
     if claimed is not None:
         claimed.close()  # the hold is free: a waiting srun may take it
     return srun_status(statuses)
+
+
+_Gpus = tuple[tuple[int, ...], ...] | None  # the step's GPUs per node; None: as the job's
 
 
 def _job_share(step: Step, env: dict[str, str]) -> JobShare:

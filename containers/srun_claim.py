@@ -17,19 +17,41 @@ beside their launcher (k8s_bridge/launch.py ships it).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from containers.step_alloc import Grant, JobShare, Refused, StepAsk, megabytes
+from containers.step_alloc import GpuAsk, Grant, JobShare, Refused, StepAsk, megabytes
 from containers.step_book import Claimed, StepBook
 from containers.step_rules import JOB_ENDING
 
-__all__ = ["claim_step", "job_share", "step_ask"]
+__all__ = [
+    "JOB_GPUS_VAR",
+    "STEP_GPU_VARS",
+    "JobGpus",
+    "claim_step",
+    "gpu_ask",
+    "gpu_env",
+    "job_gpus",
+    "job_share",
+    "step_ask",
+]
+
+# The job's GPUs as its steps need them (set by the runner): a JSON object, see JobGpus.
+JOB_GPUS_VAR = "CALDERA_JOB_GPUS"
+# what Slurm's gres/gpu plugin sets in a step's tasks (the step's own GPUs)
+_GPU_VARS = (
+    "CUDA_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "ROCR_VISIBLE_DEVICES",
+    "ZE_AFFINITY_MASK",
+)
 
 _POLL_S = 0.1
 # step_ctx.c's step_signals: any of them (but SIGCONT) cancels a step still waiting
@@ -46,6 +68,92 @@ _CANCELLING = (
 _ALREADY_DONE = "Job/step already completing or completed"
 
 
+@dataclass(frozen=True, slots=True)
+class JobGpus:
+    """The job's GPU request (its type, per node / per job / per task counts, 0 if unset:
+    slurmctld checks a step's against it) and the GPU indices it holds on each node."""
+
+    gpu_type: str | None = None
+    per_node: int = 0
+    per_job: int = 0
+    per_task: int = 0
+    nodes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def render(self) -> str:
+        """The JOB_GPUS_VAR value."""
+        counts = {"type": self.gpu_type, "per_node": self.per_node, "per_job": self.per_job}
+        data = {**counts, "per_task": self.per_task, "nodes": self.nodes}
+        return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+
+def job_gpus(env: Mapping[str, str]) -> JobGpus | None:
+    """JOB_GPUS_VAR read back; None when unset or not as the runner writes it."""
+    try:
+        data = json.loads(env.get(JOB_GPUS_VAR, ""))
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict):
+        return None
+    gpu_type = data.get("type")
+    counts = [data.get(k, 0) for k in ("per_node", "per_job", "per_task")]
+    nodes: dict[str, tuple[int, ...]] = {}
+    for name, ids in data["nodes"].items():
+        if not isinstance(ids, list) or not all(type(i) is int and i >= 0 for i in ids):
+            return None
+        nodes[str(name)] = tuple(ids)
+    if not all(type(c) is int and c >= 0 for c in counts):
+        return None
+    if gpu_type is not None and not isinstance(gpu_type, str):
+        return None
+    return JobGpus(gpu_type, counts[0], counts[1], counts[2], nodes)
+
+
+def _count(text: str | None) -> int | None:
+    """A `[type:]count` value's count (None when not a plain number)."""
+    tail = (text or "").rsplit(":", 1)[-1]
+    return int(tail) if tail.isascii() and tail.isdigit() and len(tail) < 10 else None
+
+
+def gpu_ask(options: Mapping[str, str | None], job: JobGpus | None) -> GpuAsk | None:
+    """The step's GPUs as slurmctld takes them (`_copy_job_tres_to_step`): `--gres=none`
+    or only zero counts, none; no GPU option at all, the job's own request."""
+    gres = options.get("gres")
+    if gres is not None and gres.strip().lower() == "none":
+        return None
+    per_node = None
+    for part in (gres or "").split(","):
+        fields = part.removeprefix("gres/").split(":")
+        if fields[0] == "gpu":
+            per_node = _count(part) if len(fields) > 1 else 1
+    if per_node is None:
+        per_node = _count(options.get("gpus-per-node"))
+    asked = GpuAsk(
+        per_node or 0,
+        _count(options.get("gpus-per-task")) or 0,
+        _count(options.get("gpus")) or 0,
+    )
+    if asked != GpuAsk():
+        return asked
+    named = ("gres", "gpus-per-node", "gpus-per-task", "gpus")
+    if any(name in options for name in named) or job is None:
+        return None  # zeros only: the step takes no GPUs
+    return GpuAsk(job.per_node, job.per_task, job.per_job) if job.nodes else None
+
+
+def gpu_env(gpus: Sequence[int] | None) -> dict[str, str]:
+    """What the gres/gpu plugin sets in a task for its node's share of the step's GPUs
+    (SLURM_JOB_GPUS stays the job's); an empty dict for no GPUs (the caller unsets)."""
+    if not gpus:
+        return {}
+    ids = ",".join(str(i) for i in gpus)
+    env = dict.fromkeys(_GPU_VARS, ids)
+    env.update(SLURM_STEP_GPUS=ids, SLURM_GPUS_ON_NODE=str(len(gpus)))
+    return env
+
+
+STEP_GPU_VARS = (*_GPU_VARS, "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE")
+
+
 def job_share(
     nodes: Sequence[str], cpus_per_node: Sequence[int], env: Mapping[str, str]
 ) -> JobShare | None:
@@ -57,11 +165,13 @@ def job_share(
     per_node = megabytes(env.get("SLURM_MEM_PER_NODE", ""))
     per_cpu = megabytes(env.get("SLURM_MEM_PER_CPU", ""))
     nodes, cpus = tuple(nodes), tuple(cpus_per_node)
+    held = job_gpus(env)
+    gpus = tuple(held.nodes.get(n, ()) for n in nodes) if held is not None else ()
     if per_node:
-        return JobShare(nodes, cpus, (per_node,) * len(nodes), per_node)
+        return JobShare(nodes, cpus, (per_node,) * len(nodes), per_node, gpus)
     if per_cpu:
-        return JobShare(nodes, cpus, tuple(per_cpu * c for c in cpus))
-    return JobShare(nodes, cpus, None)
+        return JobShare(nodes, cpus, tuple(per_cpu * c for c in cpus), gpus=gpus)
+    return JobShare(nodes, cpus, None, gpus=gpus)
 
 
 def step_ask(
@@ -93,6 +203,7 @@ def step_ask(
         overlap="overlap" in options,
         mem_per_cpu=per_cpu or None,
         mem_per_node=per_node or None,
+        gpu=gpu_ask(options, job_gpus(env)),
     )
 
 

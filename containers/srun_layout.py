@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from containers.srun_claim import gpu_ask, job_gpus
 from gateway.compat.getopt import CmdSpec, scan
 from gateway.compat.hostlist import expand
 from gateway.compat.optypes import Arg
@@ -45,6 +46,8 @@ _TABLE: tuple[tuple[str, str | None, Arg], ...] = (
     ("exclusive", None, _O),
     ("export", None, _R),
     ("gpus", "G", _R),
+    ("gpus-per-node", None, _R),
+    ("gpus-per-task", None, _R),
     ("gres", None, _R),
     ("immediate", "I", _O),
     ("input", "i", _R),
@@ -105,6 +108,10 @@ _ENV_OPTIONS = (
     ("SLURM_WAIT", "wait"),
     ("SLURM_EXACT", "exact"),
     ("SLURM_OVERLAP", "overlap"),
+    ("SLURM_GPUS", "gpus"),
+    ("SLURM_GPUS_PER_NODE", "gpus-per-node"),
+    ("SLURM_GPUS_PER_TASK", "gpus-per-task"),
+    ("SLURM_GRES", "gres"),
 )
 _ENV_FLAGS = frozenset({"label", "unbuffered", "exact", "overlap"})
 # what srun prints for any --cpu-bind when TaskPlugin is task/none (the test cluster's, and
@@ -349,7 +356,7 @@ def plan_step(argv: Sequence[str], env: Mapping[str, str]) -> Step:
 
 
 def _gres_asked(options: Mapping[str, str | None]) -> list[tuple[str, str | None]]:
-    """The (name, type) of each GRES a step's --gres and --gpus ask a count above 0 of."""
+    """The (name, type) of each GRES a step's --gres and --gpus* ask a count above 0 of."""
     items: list[tuple[str, str | None]] = []
     for part in (options.get("gres") or "").split(","):
         fields = part.removeprefix("gres/").split(":")
@@ -358,15 +365,19 @@ def _gres_asked(options: Mapping[str, str | None]) -> list[tuple[str, str | None
         count = fields.pop() if len(fields) > 1 and fields[-1].isdigit() else "1"
         if int(count):
             items.append((fields[0], fields[1] if len(fields) > 1 else None))
-    gpus = (options.get("gpus") or "0").split(":")
-    if not gpus[-1].isdigit() or int(gpus[-1]):
-        items.append(("gpu", gpus[0] if len(gpus) > 1 else None))
+    for name in ("gpus", "gpus-per-node", "gpus-per-task"):
+        gpus = (options.get(name) or "0").split(":")
+        if not gpus[-1].isdigit() or int(gpus[-1]):
+            items.append(("gpu", gpus[0] if len(gpus) > 1 else None))
     return items
 
 
-def _check_gres(options: Mapping[str, str | None], env: Mapping[str, str], refused: str) -> None:
-    """slurmctld's step GRES checks that the batch environment can answer: a job shows its
-    GPUs there (SLURM_JOB_GPUS) and no other GRES, so only GPUs count as the job's."""
+def _check_gres(
+    options: Mapping[str, str | None], env: Mapping[str, str], refused: str, nodes: int
+) -> None:
+    """slurmctld's step GRES checks (gres.c `_validate_step_counts`) that the batch
+    environment can answer: a job shows its GPUs there (SLURM_JOB_GPUS) and no other GRES,
+    so only GPUs count as the job's; their request is the runner's JOB_GPUS_VAR."""
     if options.get("gres") == "":
         raise SrunExit([refused + "Invalid Trackable RESource (TRES) specification"])
     asked = _gres_asked(options)
@@ -375,12 +386,33 @@ def _check_gres(options: Mapping[str, str | None], env: Mapping[str, str], refus
     invalid = refused + "Invalid generic resource (gres) specification"
     if not env.get("SLURM_JOB_GPUS"):
         raise SrunExit(["srun: error: Step requested GRES but job doesn't have GRES", invalid])
+    job = job_gpus(env)
     for name, gtype in asked:
-        if name != "gpu":
+        if name != "gpu" or (gtype is not None and job is not None and gtype != job.gpu_type):
             shown = f"{name}:{gtype or '(null)'}"
             raise SrunExit(
                 [f"srun: error: Step requested GRES ({shown}) not found in the job", invalid]
             )
+    gpu = gpu_ask(options, job)
+    if job is None or gpu is None:
+        return
+    said = ""
+    if gpu.per_step and gpu.per_step < nodes:
+        said = f"gres=gpu:{gpu.per_step} is less than the requested min nodes={nodes}"
+    elif gpu.per_step and job.per_job and job.per_job < gpu.per_step:
+        said = f"gres=gpu:{gpu.per_step} is more than the job's gres=gpu:{job.per_job}"
+    elif gpu.per_node and job.per_node and job.per_node < gpu.per_node:
+        said = (
+            f"gres_per_node=gpu:{gpu.per_node} is more than the job's "
+            f"gres_per_node=gpu:{job.per_node}"
+        )
+    elif gpu.per_task and job.per_task and job.per_task < gpu.per_task:
+        said = (
+            f"gres_per_task=gpu:{gpu.per_task} is more than the job's "
+            f"gres_per_task=gpu:{job.per_task}"
+        )
+    if said:
+        raise SrunExit([f"srun: error: Step requested {said}", invalid])
 
 
 def _plan(options: dict[str, str | None], command: tuple[str, ...], env: Mapping[str, str]) -> Step:
@@ -446,7 +478,7 @@ def _plan(options: dict[str, str | None], command: tuple[str, ...], env: Mapping
         layout = alloc.tasks_per_node  # the job's own layout (e.g. Slurm's 1,2(x2))
     else:
         layout = _split(ntasks, len(nodes))
-    _check_gres(options, env, refused)
+    _check_gres(options, env, refused, len(nodes))
     cpus = dict(zip(alloc.nodes, alloc.cpus_per_node, strict=True))
     if any(cpus[n] and tasks * cpt > cpus[n] for n, tasks in zip(nodes, layout, strict=True)):
         raise SrunExit([refused + "More processors requested than permitted"])

@@ -12,6 +12,12 @@ with one (srun reads SLURM_MEM_PER_CPU/NODE from the batch environment) it holds
 other steps hold (22.05's step_layout_create). A step that could never fit is refused at
 once; one that fits once others end is BUSY (srun retries).
 
+GPUs (gres_ctld.c, gres.c `_step_test`): a step holds its GPUs, the lowest of the job's on
+each node that no other step holds. A step with no GPU request takes the job's own (srun
+copies it: `_copy_job_tres_to_step`), so it waits for steps holding any of them;
+`--gres=none` takes none. `--overlap` neither holds GPUs nor waits for them. A request
+the job's GPUs can never meet is "Invalid generic resource (gres) specification".
+
 Pure and standard library only (shipped to Kubernetes job pods too): the job's holdings,
 the running steps' holds and the request in, a `Grant` or a `Refused` out.
 containers/step_book.py keeps the holds; containers/srun_claim.py asks.
@@ -24,7 +30,17 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Grant", "Hold", "JobShare", "Refused", "StepAsk", "megabytes", "pick_step"]
+__all__ = [
+    "GpuAsk",
+    "Grant",
+    "Hold",
+    "JobShare",
+    "Refused",
+    "Spent",
+    "StepAsk",
+    "megabytes",
+    "pick_step",
+]
 
 
 # gateway.compat.quantity.str_to_mbytes's sizes, again here because job pods have only
@@ -49,6 +65,15 @@ class Refused(enum.Enum):
     MEMORY = "Memory required by task is not available"
     TOO_MANY_CPUS = "More processors requested than permitted"
     CONFIG = "Requested node configuration is not available"
+    INVALID_GRES = "Invalid generic resource (gres) specification"
+
+
+@dataclass(frozen=True, slots=True)
+class Spent:
+    """A refusal slurmctld gives after numbering the step (step_layout_create's memory
+    check): the step id is used up although no step runs (sacct never shows it)."""
+
+    reason: Refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +84,7 @@ class JobShare:
     cpus: tuple[int, ...]
     mem_mb: tuple[int, ...] | None  # None: memory is not a consumable (CR_Core)
     job_mem_per_node: int | None = None  # the job's own --mem, a step's ceiling
+    gpus: tuple[tuple[int, ...], ...] = ()  # the job's GPU indices on each node; () unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +94,21 @@ class Hold:
     nodes: tuple[str, ...]
     cpus: tuple[int, ...]
     mem_mb: tuple[int, ...]
+    gpus: tuple[tuple[int, ...], ...] = ()  # GPU indices held on each node
+
+
+@dataclass(frozen=True, slots=True)
+class GpuAsk:
+    """A step's GPUs (srun's --gres/--gpus-per-node, --gpus-per-task, --gpus): the first of
+    per node, per task, per step that is set counts, as gres_ctld.c reads them."""
+
+    per_node: int = 0
+    per_task: int = 0
+    per_step: int = 0
+
+    def least(self) -> int:
+        """The fewest GPUs a node of the step needs (`_step_test`'s min_gres)."""
+        return max(self.per_node, self.per_task, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +123,7 @@ class StepAsk:
     overlap: bool = False
     mem_per_cpu: int | None = None
     mem_per_node: int | None = None
+    gpu: GpuAsk | None = None  # None: no GPUs
 
     @property
     def node_count(self) -> int:
@@ -97,6 +139,7 @@ class Grant:
     hold: Hold
     alloc_cpus: int
     alloc_mem_mb: int = 0
+    gpus: tuple[tuple[int, ...], ...] = ()  # the step's GPUs on each node (held or not)
 
 
 @dataclass
@@ -107,48 +150,105 @@ class _Blocked:
     mem_cpus: int = 0
 
 
-def _used(job: JobShare, running: Sequence[Hold]) -> tuple[list[int], list[int]]:
+@dataclass
+class _Used:
+    cpus: list[int]
+    mem: list[int]
+    gpus: list[set[int]]
+
+
+def _used(job: JobShare, running: Sequence[Hold]) -> _Used:
     index = {name: i for i, name in enumerate(job.nodes)}
-    cpus, mem = [0] * len(job.nodes), [0] * len(job.nodes)
+    n = len(job.nodes)
+    used = _Used([0] * n, [0] * n, [set() for _ in range(n)])
     for hold in running:
-        for name, c, m in zip(hold.nodes, hold.cpus, hold.mem_mb, strict=False):
-            if name in index:
-                cpus[index[name]] += c
-                mem[index[name]] += m
-    return cpus, mem
+        for k, name in enumerate(hold.nodes):
+            i = index.get(name)
+            if i is None:
+                continue
+            used.cpus[i] += hold.cpus[k] if k < len(hold.cpus) else 0
+            used.mem[i] += hold.mem_mb[k] if k < len(hold.mem_mb) else 0
+            if k < len(hold.gpus):
+                used.gpus[i].update(hold.gpus[k])
+    return used
+
+
+@dataclass
+class _GpuTally:
+    """`_step_test`'s running totals over the nodes seen: GPUs counted ignoring the other
+    steps (gross) and counting them (total), and the nodes the step may still take."""
+
+    gross: int = 0
+    total: int = 0
+    nodes_left: int = 0
+
+
+def _gpu_cpus(gpu: GpuAsk, have: int, cpt: int, last: bool, so_far: int) -> int | None:
+    """The CPUs a node can give the step for its GPUs (None: no limit), `_step_test`."""
+    if have == 0:
+        return 0
+    least = gpu.least()
+    if gpu.per_step and gpu.per_step > so_far and last:
+        least = max(least, gpu.per_step - so_far)
+    if least > have:
+        return 0
+    return -(-have // gpu.per_task) * cpt if gpu.per_task else None
 
 
 def _usable(
-    job: JobShare, ask: StepAsk, used: tuple[list[int], list[int]], blocked: _Blocked
+    job: JobShare, ask: StepAsk, used: _Used, blocked: _Blocked
 ) -> dict[int, int] | Refused:
     """Usable CPUs per job node index (nodes left out cannot take a task now)."""
-    used_cpus, used_mem = used
     everyone = ask.node_count == len(job.nodes)  # all the job's nodes are needed
+    gpu = ask.gpu if ask.gpu is not None and job.gpus else None
+    tally = _GpuTally(nodes_left=ask.node_count)
+    gres_invalid = 0
     usable: dict[int, int] = {}
     for i, cpus in enumerate(job.cpus):
         if not ask.overlap:
-            blocked.job_cpus += used_cpus[i]
-            if ask.whole and used_cpus[i]:
+            blocked.job_cpus += used.cpus[i]
+            if ask.whole and used.cpus[i]:
                 blocked.job_nodes += 1
                 continue
-            cpus -= used_cpus[i]
+            cpus -= used.cpus[i]
             if cpus <= 0:
                 blocked.job_nodes += 1
                 continue
+        fail, avail, total = Refused.BUSY, cpus, cpus
+        checked = False
         if job.mem_mb is not None and (ask.mem_per_cpu or ask.mem_per_node):
-            fail, avail, total = Refused.BUSY, cpus, cpus
-            room = job.mem_mb[i] - (0 if ask.overlap else used_mem[i])
+            checked = True
+            room = job.mem_mb[i] - (0 if ask.overlap else used.mem[i])
             if ask.mem_per_cpu:
                 total = min(total, job.mem_mb[i] // ask.mem_per_cpu)
                 if room // ask.mem_per_cpu < avail:
-                    avail = cpus = room // ask.mem_per_cpu
+                    avail = room // ask.mem_per_cpu
                     fail = Refused.MEMORY
             elif ask.mem_per_node:
                 if job.mem_mb[i] < ask.mem_per_node:
                     total = 0
                 if room < ask.mem_per_node and avail > 0:
-                    avail = cpus = 0
+                    avail = 0
                     fail = Refused.MEMORY
+        if gpu is not None:
+            checked = True
+            mine = job.gpus[i] if i < len(job.gpus) else ()
+            last = tally.nodes_left == 1
+            gross = _gpu_cpus(gpu, len(mine), ask.cpus_per_task, last, tally.gross)
+            if gross != 0:
+                tally.gross += len(mine)
+            total = total if gross is None else min(total, gross)
+            cap = gross
+            if not ask.overlap:
+                free = len([g for g in mine if g not in used.gpus[i]])
+                cap = _gpu_cpus(gpu, free, ask.cpus_per_task, last, tally.total)
+                if cap != 0:
+                    tally.total += free
+            if cap is not None and cap < avail:
+                avail, fail = cap, Refused.INVALID_GRES
+                if total == 0:
+                    gres_invalid += 1
+        if checked:
             if avail // ask.cpus_per_task == 0:
                 if everyone:
                     return fail if total // ask.cpus_per_task == 0 else Refused.BUSY
@@ -156,8 +256,11 @@ def _usable(
                 blocked.mem_cpus += total - avail
                 continue
             blocked.mem_cpus += total - avail
-        if cpus > 0:
-            usable[i] = cpus
+            tally.nodes_left -= 1
+        if avail > 0:
+            usable[i] = avail
+    if gres_invalid and gres_invalid >= ask.node_count:
+        return Refused.INVALID_GRES
     return usable
 
 
@@ -255,7 +358,7 @@ def _pick_nodes(
     return sorted(picked)
 
 
-def pick_step(job: JobShare, running: Sequence[Hold], ask: StepAsk) -> Grant | Refused:
+def pick_step(job: JobShare, running: Sequence[Hold], ask: StepAsk) -> Grant | Refused | Spent:
     """The step's nodes and holds, or why it cannot start (BUSY: it can once steps end)."""
     tracked = job.mem_mb is not None
     if (
@@ -277,12 +380,14 @@ def pick_step(job: JobShare, running: Sequence[Hold], ask: StepAsk) -> Grant | R
     mem_held: list[int] = []
     alloc = alloc_mem = 0
     for i, tasks in zip(picked, ask.tasks_per_node, strict=True):
-        room = job.cpus[i] - (0 if ask.overlap else used[0][i])
+        room = job.cpus[i] - (0 if ask.overlap else used.cpus[i])
         if tracked and ask.mem_per_cpu:  # step_layout_create counts held memory, even --overlap
             assert job.mem_mb is not None
-            room = min(room, (job.mem_mb[i] - used[1][i]) // ask.mem_per_cpu)
-        if room <= 0:
-            return Refused.MEMORY if (ask.mem_per_cpu or ask.mem_per_node) else Refused.CONFIG
+            room = min(room, (job.mem_mb[i] - used.mem[i]) // ask.mem_per_cpu)
+        if room <= 0:  # (slurmctld has numbered the step by now)
+            return Spent(
+                Refused.MEMORY if (ask.mem_per_cpu or ask.mem_per_node) else Refused.CONFIG
+            )
         need = tasks * ask.cpus_per_task  # (the layout is srun's block split, node by node)
         if not ask.overlap and need > room:
             return Refused.BUSY if need <= job.cpus[i] else Refused.TOO_MANY_CPUS
@@ -296,5 +401,41 @@ def pick_step(job: JobShare, running: Sequence[Hold], ask: StepAsk) -> Grant | R
         alloc_mem += mem or (job.mem_mb[i] if job.mem_mb is not None else 0)
         cpus_held.append(0 if ask.overlap else cpus)
         mem_held.append(0 if ask.overlap else mem)
-    hold = Hold(tuple(job.nodes[i] for i in picked), tuple(cpus_held), tuple(mem_held))
-    return Grant(hold, alloc, alloc_mem)
+    gpus = _pick_gpus(job, ask, picked, used)
+    if gpus is None:
+        return Refused.BUSY
+    nodes = tuple(job.nodes[i] for i in picked)
+    hold = Hold(nodes, tuple(cpus_held), tuple(mem_held), () if ask.overlap else gpus)
+    return Grant(hold, alloc, alloc_mem, gpus)
+
+
+def _pick_gpus(
+    job: JobShare, ask: StepAsk, picked: list[int], used: _Used
+) -> tuple[tuple[int, ...], ...] | None:
+    """The step's GPUs on each picked node, gres_ctld.c's `_step_alloc`: the lowest the
+    job has there and no other step holds (any of the job's, for --overlap); a per-step
+    count leaves one for each node still to come. None if they are not all there."""
+    gpu = ask.gpu if ask.gpu is not None and job.gpus else None
+    if gpu is None:
+        return ()
+    out: list[tuple[int, ...]] = []
+    got = 0
+    for k, (i, tasks) in enumerate(zip(picked, ask.tasks_per_node, strict=True)):
+        mine = job.gpus[i] if i < len(job.gpus) else ()
+        free = mine if ask.overlap else tuple(g for g in mine if g not in used.gpus[i])
+        rest = len(picked) - k
+        most = None
+        if gpu.per_node:
+            need = gpu.per_node
+        elif gpu.per_task:
+            need = gpu.per_task * tasks
+        elif rest == 1:
+            need = gpu.per_step - got
+        else:
+            need, most = 1, gpu.per_step - got - (rest - 1)
+        take = min(len(free), most if most is not None and not ask.overlap else need)
+        if take < need:
+            return None
+        out.append(free[:take])
+        got += take
+    return tuple(out)

@@ -8,6 +8,7 @@ an flock on `.N.lock` while the step runs and removes it after: a lock nobody ho
 left by an srun that is gone (even by SIGKILL), whose step holds nothing. Only the locks
 are read, so a job of thousands of steps does not make each srun read every record. New
 steps are decided one at a time under `.alloc.lock`: two sruns never take the same CPUs.
+A step refused after slurmctld would have numbered it leaves `.N.spent`: its id is used.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from containers.step_alloc import Grant, Hold, JobShare, Refused, StepAsk, pick_step
+from containers.step_alloc import Grant, Hold, JobShare, Refused, Spent, StepAsk, pick_step
 
 __all__ = ["Claimed", "StepBook"]
 
@@ -70,7 +71,7 @@ class StepBook:
                 stem, _, ext = entry.name.lstrip(".").partition(".")
                 if not (stem.isdigit() and len(stem) < 10):
                     continue
-                if ext == "json":
+                if ext == "json" or ext == "spent":
                     last = max(last, int(stem))
                 elif ext == "lock" and entry.name.startswith("."):
                     locks.append(int(stem))
@@ -109,14 +110,10 @@ class StepBook:
             answer = pick_step(job, list(running.values()), ask)
             if isinstance(answer, Refused):
                 return answer, frozenset(running)
-            while True:
-                path = self.dir / f"{step_id}.json"
-                try:
-                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-                except FileExistsError:
-                    step_id += 1
-                    continue
-                break
+            step_id, fd = self._number(step_id, "json" if isinstance(answer, Grant) else "spent")
+            if isinstance(answer, Spent):
+                os.close(fd)
+                return answer.reason, frozenset(running)
             lock_fd = os.open(self.dir / f".{step_id}.lock", _FLAGS, 0o600)
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
             data = record(step_id, answer)
@@ -124,10 +121,22 @@ class StepBook:
                 "nodes": list(answer.hold.nodes),
                 "cpus": list(answer.hold.cpus),
                 "mem": list(answer.hold.mem_mb),
+                "gpus": [list(g) for g in answer.hold.gpus],
             }
             with os.fdopen(fd, "w") as fh:
                 fh.write(json.dumps(data, sort_keys=True))
-            return Claimed(step_id, path, answer, lock_fd)
+            return Claimed(step_id, self.dir / f"{step_id}.json", answer, lock_fd)
+
+    def _number(self, step_id: int, ext: str) -> tuple[int, int]:
+        """The first free step id from `step_id` on, taken by creating `N.<ext>` (`.N.spent`
+        for an id used by a refusal); returns it and the open file."""
+        while True:
+            name = f"{step_id}.json" if ext == "json" else f".{step_id}.{ext}"
+            try:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                return step_id, os.open(self.dir / name, flags, 0o600)
+            except FileExistsError:
+                step_id += 1
 
     def snapshot(self) -> frozenset[int]:
         """The ids of the running steps (a change is what wakes a waiting srun)."""
@@ -156,10 +165,17 @@ def _hold(data: Any) -> Hold | None:
     if not isinstance(hold, dict):
         return None
     nodes, cpus, mem = hold.get("nodes"), hold.get("cpus"), hold.get("mem")
-    if not (isinstance(nodes, list) and isinstance(cpus, list) and isinstance(mem, list)):
+    gpus = hold.get("gpus", [])
+    if not (
+        isinstance(nodes, list)
+        and isinstance(cpus, list)
+        and isinstance(mem, list)
+        and isinstance(gpus, list)
+    ):
         return None
-    if not all(isinstance(n, str) for n in nodes):
+    if not all(isinstance(n, str) for n in nodes) or not all(isinstance(g, list) for g in gpus):
         return None
-    if not all(isinstance(v, int) and v >= 0 for v in (*cpus, *mem)):
+    numbers = (*cpus, *mem, *(i for g in gpus for i in g))
+    if not all(isinstance(v, int) and v >= 0 for v in numbers):
         return None
-    return Hold(tuple(nodes), tuple(cpus), tuple(mem))
+    return Hold(tuple(nodes), tuple(cpus), tuple(mem), tuple(tuple(g) for g in gpus))

@@ -254,19 +254,35 @@ class JobValues:
             return max(self.num_tasks * self.cpus_per_task, spec.mincpus or 0, self.num_nodes)
         return self.job.num_cpus
 
-    def step_tres(self, cpus: int, nodes: Sequence[str], batch: bool) -> str:
-        """A step's TRES for backends that record none: its CPUs and its nodes' share of the
-        job's memory; the batch step holds every GPU the job has on the batch host, an srun
-        step the job's per-node GRES request on each of its nodes."""
+    def step_tres(
+        self,
+        cpus: int,
+        nodes: Sequence[str],
+        batch: bool,
+        gpus: Sequence[int] | None = None,
+        mem_mb: int | None = None,
+    ) -> str:
+        """A step's TRES for backends that record none: its CPUs and the memory it recorded
+        (`mem_mb`), else its nodes' share of the job's; the batch step holds every GPU the
+        job has on the batch host, an srun step the GPUs it recorded on each of its nodes
+        (`gpus`), else the job's per-node GRES request there."""
         mb, per_cpu = self.memory
         placed = {p.node: p for p in self.job.placement}
-        if self._whole_nodes_memory() and all(n in placed for n in nodes):
+        if mem_mb is not None:
+            mem = mem_mb
+        elif self._whole_nodes_memory() and all(n in placed for n in nodes):
             mem = sum(placed[n].memory_mb for n in nodes)
         elif per_cpu and not self._mem_per_gpu_only():
             mem = mb * cpus
         else:
             mem = self._alloc_memory_mb() * len(nodes) // max(self.num_nodes, 1)
         gres = self._allocated_gpus(nodes) if batch else None
+        if gpus is not None and len(gpus) == len(nodes):
+            gres = TresCounts()
+            for node, count in zip(nodes, gpus, strict=True):
+                if count:
+                    gpu_type = placed[node].gpu_type if node in placed else None
+                    count_gres(gres, GresItem("gpu", None, 0), count, gpu_type)
         if gres is None:
             gres = self._request_counts(
                 [placed[n].gpu_type if n in placed else None for n in nodes], False

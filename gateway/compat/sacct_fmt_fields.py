@@ -168,9 +168,32 @@ def _alloc_tres(r: Rec) -> str | None:
     if r.step is not None:
         recorded = r.step.extra.get("tres_alloc")
         if recorded is None and r.step.cpus and r.step.nodes:
-            recorded = r.values.step_tres(r.step.cpus, r.step.nodes, r.step.step_id == "batch")
+            batch = r.step.step_id == "batch"
+            mem = _digits(r.step.extra.get("mem_mb", ""))
+            recorded = r.values.step_tres(r.step.cpus, r.step.nodes, batch, _gpus(r.step), mem)
         return _tres_display(recorded)
     return _tres_display(r.values.tres_alloc)
+
+
+def _digits(text: str) -> int | None:
+    """A count a local step recorded (its user's file: digits only, else none)."""
+    return int(text) if text.isascii() and text.isdigit() and 0 < len(text) < 16 else None
+
+
+def _gpus(step: Step) -> list[int] | None:
+    """The GPUs a local step recorded on each of its nodes (`2,1`; its user's file: digits
+    and commas only, else none)."""
+    text = step.extra.get("gpus")
+    if not text or len(text) > 4096:
+        return None
+    parts = text.split(",")
+    counts: list[int] = []
+    for part in parts:
+        count = _digits(part) if len(part) < 6 else None
+        if count is None:
+            return None
+        counts.append(count)
+    return counts
 
 
 def _tres_display(tres: str | None) -> str | None:

@@ -20,6 +20,22 @@ _NULL = "(null)"
 _DISTRIBUTIONS = frozenset({"Block", "Cyclic", "Plane", "Arbitrary", "Unknown"})
 
 
+def _gres(step: Step, job: Job) -> str:
+    """The GPUs a local step recorded per node (`2,1`), as TRES items (typed first)."""
+    parts = step.extra.get("gpus", "").split(",")
+    if len(parts) != len(step.nodes) or not all(p.isascii() and p.isdigit() for p in parts):
+        return ""
+    types = {p.node: p.gpu_type for p in job.placement}
+    total, typed = 0, dict[str, int]()
+    for node, part in zip(step.nodes, parts, strict=True):
+        count = int(part[:6])
+        total += count
+        if count and types.get(node):
+            typed[str(types[node])] = typed.get(str(types[node]), 0) + count
+    named = "".join(f"gres/gpu:{t}={n}," for t, n in sorted(typed.items()))
+    return f"{named}gres/gpu={total}," if total else ""
+
+
 def show_step(step: Step, job: Job, *, one_liner: bool = False) -> str:
     """One step record (ends with a blank line, or one newline with -o)."""
     numbered = step.step_id.isdigit()
@@ -32,7 +48,7 @@ def show_step(step: Step, job: Job, *, one_liner: bool = False) -> str:
     valid = mb.isascii() and mb.isdigit() and 0 < len(mb) < 16
     mem = f"mem={format_mem(int(mb))}," if valid else ""
     tres = ex.get("tres_alloc") or (
-        f"cpu={step.cpus},{mem.replace('mem=0,', '')}node={len(step.nodes) or 1}"
+        f"cpu={step.cpus},{_gres(step, job)}{mem.replace('mem=0,', '')}node={len(step.nodes) or 1}"
         if numbered
         else _NULL
     )

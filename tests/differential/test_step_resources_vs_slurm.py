@@ -10,6 +10,12 @@ job run one after the other; --exact (or -c) takes only its tasks' CPUs; steps c
 job's memory per CPU from SLURM_MEM_PER_CPU and hold it; --overlap is refused memory that
 other steps hold; a memory request above the job's is refused at once, as is a busy step
 under `srun -I`; steps pick the job's nodes that no step uses.
+
+GPUs (node03 gpu:2, node04 gpu:a100:4, fake devices): a step holds the lowest of the job's
+GPUs no other step holds and sees only them (CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS); a step
+with no GPU option takes the job's own and waits for them; --overlap does not wait;
+requests beyond the job's are refused with slurmctld's words; sacct's AllocTRES counts the
+step's GPUs. A step refused after slurmctld numbered it (memory) uses up its id.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ pytestmark = pytest.mark.slurm
 Run = Callable[[list[str]], subprocess.CompletedProcess[str]]
 
 _NODE = "bash -c 'echo $SLURMD_NODENAME'"
+_SHOW = "echo $SLURMD_NODENAME ${CUDA_VISIBLE_DEVICES-none} ${SLURM_STEP_GPUS-none} "
+_SHOW += "${SLURM_GPUS_ON_NODE-none}"
+_GPUS = f"bash -c '{_SHOW}'"
 # name: (sbatch options, script); each pinned to its nodes, so both sides place them alike
 _SCENARIOS: dict[str, tuple[tuple[str, ...], str]] = {
     "whole": (
@@ -68,6 +77,24 @@ _SCENARIOS: dict[str, tuple[tuple[str, ...], str]] = {
         f"srun -N1 -n1 --exact sleep 5 & sleep 1; srun -N2 -n2 --exact {_NODE} | sort; "
         f"srun -w node03 -n1 true; echo rc=$?; srun -n 3 {_NODE} | sort; wait",
     ),
+    "gpus": (
+        ("-w", "node04", "-N1", "-n2", "--gres=gpu:4"),
+        f"srun -n1 --exact --gres=gpu:2 bash -c '{_SHOW}; sleep 5' & sleep 1; "
+        f"srun -n1 --exact --gres=gpu:2 {_GPUS} & sleep 2; "
+        f"srun -n1 --overlap --gres=gpu:1 {_GPUS}; echo rc=$?; wait; "
+        f"srun -n1 {_GPUS}; srun -n1 --gres=none {_GPUS}",
+    ),
+    "gpu-wait": (
+        ("-w", "node03", "-N1", "-n2", "--gres=gpu:2"),
+        "srun -n1 --exact --gres=gpu:2 sleep 4 & sleep 1; "
+        f"srun -n1 --exact {_GPUS}; srun -n1 --gres=gpu:3 true; echo rc=$?; "
+        "srun -n1 --gres=gpu:a100:1 true; echo rc=$?; wait",
+    ),
+    "gpu-nodes": (
+        ("-w", "node[03-04]", "-N2", "-n2", "--gpus=3"),
+        f"srun -n2 {_GPUS} | sort; srun -N1 -n1 true; echo rc=$?; "
+        "srun -N2 -n2 --gpus=1 true; echo rc=$?",
+    ),
 }
 
 
@@ -76,18 +103,18 @@ _SCENARIOS: dict[str, tuple[tuple[str, ...], str]] = {
 
 
 def _rows(run: Run, job: str, steps: int) -> list[str] | None:
-    """sacct's steps once all have ended: id, state, code, nodes, CPUs, and whether the
-    step started while step 0 ran (`with`) or after it (`after`)."""
-    fields = "JobID,State,ExitCode,NodeList,AllocCPUS,Start,End"
+    """sacct's steps once all have ended: id, state, code, nodes, CPUs, TRES, and whether
+    the step started while step 0 ran (`with`) or after it (`after`)."""
+    fields = "JobID,State,ExitCode,NodeList,AllocCPUS,AllocTRES,Start,End"
     rows = run(["sacct", "-n", "-P", "-j", job, "-o", fields]).stdout.splitlines()
     numbered = [r.split("|") for r in rows if re.match(rf"{job}\.\d+\|", r)]
     if len(numbered) < steps or any(r[1] in ("RUNNING", "PENDING") for r in numbered):
         return None
-    first_end = numbered[0][6]
+    first_end = numbered[0][7]
     out = []
     for r in numbered:
-        when = "" if r is numbered[0] else (" after" if r[5] >= first_end else " with")
-        out.append("|".join(["JOB" + r[0][len(job) :], *r[1:5]]) + when)
+        when = "" if r is numbered[0] else (" after" if r[6] >= first_end else " with")
+        out.append("|".join(["JOB" + r[0][len(job) :], *r[1:6]]) + when)
     return out
 
 
@@ -132,11 +159,12 @@ def test_steps_share_the_job_as_on_slurm(cluster: SlurmStack) -> None:
         busy = "srun: Job JOB step creation temporarily disabled, retrying (Requested nodes are "
         busy += "busy)"
         assert busy in theirs["whole"]
-        assert "JOB.1|COMPLETED|0:0|node[03-04]|2 with" in theirs["nodes"]
+        assert "JOB.1|COMPLETED|0:0|node[03-04]|2|cpu=2,mem=200M,node=2 with" in theirs["nodes"]
+        assert "node04 2,3 2,3 2" in theirs["gpus"]  # the second step's own GPUs
         config = f'[local]\nslurm_conf = "{cluster.slurm_conf}"\n'
         with running_gateway(config) as gw:
             ours = _scenarios(lambda argv: gw.run(argv), lambda *args: str(gw.sbatch(*args)), where)
         for name in _SCENARIOS:
-            assert ours[name] == theirs[name], name
+            assert ours[name] == theirs[name], (name, theirs[name])
     finally:
         shutil.rmtree(where, ignore_errors=True)

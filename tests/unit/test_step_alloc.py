@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from containers.step_alloc import Grant, Hold, JobShare, Refused, StepAsk, pick_step
+from containers.step_alloc import Grant, Hold, JobShare, Refused, Spent, StepAsk, pick_step
 from containers.step_book import Claimed, StepBook
 
 # one 2-CPU node, DefMemPerCPU=100: the job holds 200 MB there
@@ -48,7 +48,8 @@ def test_exact_steps_share_the_node_by_cpus() -> None:
 
 def test_overlap_is_refused_memory_other_steps_hold() -> None:
     held = Hold(("node01",), (2,), (200,))
-    assert pick_step(ONE, [held], _ask((1,), overlap=True)) is Refused.MEMORY
+    # refused once slurmctld has numbered the step: the id is spent
+    assert pick_step(ONE, [held], _ask((1,), overlap=True)) == Spent(Refused.MEMORY)
     free = pick_step(ONE, [], _ask((1,), overlap=True))
     assert isinstance(free, Grant)
     assert free.hold.cpus == (0,)
@@ -134,7 +135,7 @@ def test_the_book_claims_in_turn_and_forgets_steps_whose_srun_is_gone(tmp_path: 
     assert isinstance(first, Claimed)
     assert first.step_id == 0
     saved = json.loads(first.record.read_text())
-    assert saved["hold"] == {"nodes": ["node01"], "cpus": [2], "mem": [200]}
+    assert saved["hold"] == {"nodes": ["node01"], "cpus": [2], "mem": [200], "gpus": []}
     refused = book.claim(ONE, _ask((1,)), _record)
     assert refused == (Refused.BUSY, frozenset({0}))
     first.close()  # srun gone (a SIGKILL closes the lock the same way)

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from containers.srun_claim import gpu_ask, job_gpus
+from containers.step_rules import srun_env_options
 from gateway.compat.getopt import CmdSpec, scan
 from gateway.compat.hostlist import expand
 from gateway.compat.optypes import Arg
@@ -26,7 +27,6 @@ __all__ = [
     "SrunExit",
     "Step",
     "allocation_from_env",
-    "env_options",
     "plan_step",
 ]
 
@@ -94,26 +94,6 @@ _CPU_BIND_NAMES = {
     **{k: "map_ldom" for k in ("map_ldom", "mapldom")},
     **{k: "mask_ldom" for k in ("mask_ldom", "maskldom")},
 }
-# srun 22.05's env_vars that set an option of _TABLE; SLURM_KILL_BAD_EXIT is read with -K
-# (srun_io.kill_on_bad_exit); SLURM_NTASKS, SLURM_JOB_NUM_NODES and the like describe the
-# allocation (allocation_from_env); SLURM_CPUS_PER_TASK is not read by 22.05's srun
-_ENV_OPTIONS = (
-    ("SRUN_CPUS_PER_TASK", "cpus-per-task"),
-    ("SLURM_CPU_BIND", "cpu-bind"),
-    ("SLURM_LABELIO", "label"),
-    ("SLURM_UNBUFFEREDIO", "unbuffered"),
-    ("SLURM_STDOUTMODE", "output"),
-    ("SLURM_STDERRMODE", "error"),
-    ("SLURM_STDINMODE", "input"),
-    ("SLURM_WAIT", "wait"),
-    ("SLURM_EXACT", "exact"),
-    ("SLURM_OVERLAP", "overlap"),
-    ("SLURM_GPUS", "gpus"),
-    ("SLURM_GPUS_PER_NODE", "gpus-per-node"),
-    ("SLURM_GPUS_PER_TASK", "gpus-per-task"),
-    ("SLURM_GRES", "gres"),
-)
-_ENV_FLAGS = frozenset({"label", "unbuffered", "exact", "overlap"})
 # what srun prints for any --cpu-bind when TaskPlugin is task/none (the test cluster's, and
 # the local backend's: it binds nothing)
 NO_CPU_BINDING = "srun: cluster configuration lacks support for cpu binding"
@@ -211,16 +191,6 @@ def _split(tasks: int, nodes: int) -> tuple[int, ...]:
     return tuple(base + (1 if i < extra else 0) for i in range(nodes))
 
 
-def env_options(env: Mapping[str, str]) -> dict[str, str | None]:
-    """The options srun takes from its environment before its command line (its env_vars
-    table), for those a step uses and the batch environment does not already describe."""
-    options: dict[str, str | None] = {}
-    for var, option in _ENV_OPTIONS:
-        if var in env:
-            options[option] = None if option in _ENV_FLAGS else env[var]
-    return options
-
-
 def parse(
     argv: Sequence[str], env: Mapping[str, str] | None = None
 ) -> tuple[dict[str, str | None], tuple[str, ...]]:
@@ -231,7 +201,7 @@ def parse(
         raise SrunExit(
             [f"srun: {scanned.error.text}", 'Try "srun --help" for more information'], 255
         )
-    options = env_options(env or {})
+    options = srun_env_options(env or {})
     options.update((str(spec.val), value) for spec, value in scanned.items)
     if "exclusive" in options and "overlap" in options:
         raise SrunExit(["srun: error: --exclusive and --overlap are mutually exclusive"])

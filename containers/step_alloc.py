@@ -19,7 +19,8 @@ copies it: `_copy_job_tres_to_step`), so it waits for steps holding any of them;
 the job's GPUs can never meet is "Invalid generic resource (gres) specification".
 
 Pure and standard library only (shipped to Kubernetes job pods too): the job's holdings,
-the running steps' holds and the request in, a `Grant` or a `Refused` out.
+the running steps' holds and the request in, a `Grant`, a `Refused`, or a `Spent` (refused
+once slurmctld would have numbered the step) out.
 containers/step_book.py keeps the holds; containers/srun_claim.py asks.
 """
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from containers.step_alloc import megabytes
+from containers.step_rules import srun_env_options
 
 # long name: (short, argument: 0 none, 1 required, 2 optional)
 _OPTIONS: dict[str, tuple[str, int]] = {
@@ -32,6 +33,8 @@ _OPTIONS: dict[str, tuple[str, int]] = {
             "exclusive::2",
             "export::1",
             "gpus:G:1",
+            "gpus-per-node::1",
+            "gpus-per-task::1",
             "gres::1",
             "immediate:I:2",
             "input:i:1",
@@ -77,9 +80,12 @@ def _bad(text: str) -> SrunExit:
     return SrunExit([f"srun: {text}", 'Try "srun --help" for more information'], 255)
 
 
-def parse(argv: Sequence[str]) -> tuple[dict[str, str | None], list[str]]:
-    """getopt_long without permutation: options up to the command, last one wins."""
-    opts: dict[str, str | None] = {}
+def parse(
+    argv: Sequence[str], env: Mapping[str, str] | None = None
+) -> tuple[dict[str, str | None], list[str]]:
+    """getopt_long without permutation: the environment's options (SLURM_EXACT...), then
+    the command line's up to the command, last one wins."""
+    opts = srun_env_options(env or {})
     i = 0
     while i < len(argv) and argv[i].startswith("-") and argv[i] != "-":
         arg = argv[i]
@@ -125,6 +131,8 @@ def parse(argv: Sequence[str]) -> tuple[dict[str, str | None], list[str]]:
             else:
                 opts[name] = None
             break
+    if "exclusive" in opts and "overlap" in opts:
+        raise SrunExit(["srun: error: --exclusive and --overlap are mutually exclusive"])
     if "exact" in opts and "whole" in opts:
         raise SrunExit(["srun: error: --exact and --whole are mutually exclusive."])
     for name in ("mem", "mem-per-cpu"):

@@ -307,7 +307,7 @@ def srun(argv: Sequence[str], env: Mapping[str, str]) -> int:
     early: list[int] = []  # USR1/USR2 before the tasks exist (--signal): theirs once they do
     for sig in _QUEUED:
         signal.signal(sig, lambda signum, _: early.append(signum))
-    opts, command = parse(argv)
+    opts, command = parse(argv, env)
     for name in UNSUPPORTED:
         if name in opts:
             raise SrunExit([f"srun: error: --{name} is not supported in Kubernetes jobs"])

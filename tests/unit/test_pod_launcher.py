@@ -230,7 +230,7 @@ def test_layout_matches_the_local_runner(argv: list[str]) -> None:
     except LayoutExit as exc:
         want = (list(exc.lines), exc.status)
     try:
-        opts, command = lp.parse(argv)
+        opts, command = lp.parse(argv, ALLOC)
         nodes, layout, cpt, warnings = lp.plan(opts, ALLOC)
         got: object = (nodes, layout, cpt, warnings, command)
     except lp.SrunExit as exc:
@@ -548,3 +548,33 @@ def test_srun_chdir_applies_to_every_task(agent: int, tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     done = _srun(tmp_path, agent, "-D", "sub", "-N", "2", "pwd")
     assert done.stdout.splitlines() == [str(tmp_path / "sub")] * 2, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "argv"),
+    [
+        ({"SLURM_EXACT": "1"}, ["--whole", "x"]),
+        ({"SLURM_OVERLAP": "1"}, ["--exclusive", "x"]),
+        ({"SRUN_CPUS_PER_TASK": "2"}, ["-n", "4", "x"]),
+        ({"SLURM_GPUS_PER_TASK": "1", "SLURM_JOB_GPUS": "0,1"}, ["--gpus-per-node=2", "x"]),
+        ({"SLURM_LABELIO": "1"}, ["-n2", "x"]),
+    ],
+)
+def test_options_from_the_environment_match_the_local_runner(
+    env: dict[str, str], argv: list[str]
+) -> None:
+    """srun reads SLURM_EXACT, SLURM_OVERLAP, SRUN_CPUS_PER_TASK... in the pods as locally
+    (containers/step_rules.py holds srun's env_vars table for both)."""
+    full = {**ALLOC, **env}
+    try:
+        step = plan_step(argv, full)
+        want: object = (dict(step.options), list(step.tasks_per_node), step.cpus_per_task)
+    except LayoutExit as exc:
+        want = (list(exc.lines), exc.status)
+    try:
+        opts, _ = lp.parse(argv, full)
+        _, layout, cpt, _ = lp.plan(opts, full)
+        got: object = (opts, layout, cpt)
+    except lp.SrunExit as exc:
+        got = (list(exc.lines), exc.status)
+    assert got == want

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from containers.srun_claim import gpu_ask, job_gpus
-from containers.step_rules import srun_env_options
+from containers.srun_options import ALIASES, SRUN_OPTIONS, srun_env_options
 from gateway.compat.getopt import CmdSpec, scan
 from gateway.compat.hostlist import expand
 from gateway.compat.optypes import Arg
@@ -30,53 +30,10 @@ __all__ = [
     "plan_step",
 ]
 
-_R, _N, _O = Arg.REQUIRED, Arg.NONE, Arg.OPTIONAL
-# srun's options that a step inside an allocation uses or accepts (name, short, argument);
-# the rest of srun's table (allocation-only options) is refused like an unknown option
-_TABLE: tuple[tuple[str, str | None, Arg], ...] = (
-    ("account", "A", _R),
-    ("chdir", "D", _R),
-    ("cpu-bind", None, _R),
-    ("cpu_bind", None, _R),  # srun's old spelling, still in its table
-    ("cpus-per-task", "c", _R),
-    ("distribution", "m", _R),
-    ("error", "e", _R),
-    ("exact", None, _N),
-    ("exclude", "x", _R),
-    ("exclusive", None, _O),
-    ("export", None, _R),
-    ("gpus", "G", _R),
-    ("gpus-per-node", None, _R),
-    ("gpus-per-task", None, _R),
-    ("gres", None, _R),
-    ("immediate", "I", _O),
-    ("input", "i", _R),
-    ("job-name", "J", _R),
-    ("jobid", None, _R),
-    ("kill-on-bad-exit", "K", _O),
-    ("label", "l", _N),
-    ("mem", None, _R),
-    ("mem-per-cpu", None, _R),
-    ("mpi", None, _R),
-    ("multi-prog", None, _N),
-    ("no-kill", "k", _O),
-    ("nodelist", "w", _R),
-    ("nodes", "N", _R),
-    ("ntasks", "n", _R),
-    ("ntasks-per-node", None, _R),
-    ("output", "o", _R),
-    ("overlap", None, _N),
-    ("partition", "p", _R),
-    ("qos", "q", _R),
-    ("quiet", "Q", _N),
-    ("time", "t", _R),
-    ("unbuffered", "u", _N),
-    ("verbose", "v", _N),
-    ("wait", "W", _R),
-    ("whole", None, _N),
+_ARGS = {"none": Arg.NONE, "required": Arg.REQUIRED, "optional": Arg.OPTIONAL}
+_SPECS = tuple(
+    CmdSpec(name, short, _ARGS[arg], ALIASES.get(name, name)) for name, short, arg in SRUN_OPTIONS
 )
-_ALIASES = {"cpu_bind": "cpu-bind"}
-_SPECS = tuple(CmdSpec(name, short, arg, _ALIASES.get(name, name)) for name, short, arg in _TABLE)
 # slurm_verify_cpu_bind's words in 22.05 (case-insensitive; `boards` and `off` are not)
 _CPU_BIND_WORDS = frozenset(
     {
@@ -408,7 +365,7 @@ def _plan(options: dict[str, str | None], command: tuple[str, ...], env: Mapping
     if "nodes" in options:
         count = _number((options["nodes"] or "").split("-")[0], "nodes", 0) or len(alloc.nodes)
     elif nnodes_env and nnodes_env.isdigit():
-        count = int(nnodes_env)
+        count = int(nnodes_env) or len(alloc.nodes)
     else:
         count = len(alloc.nodes)
     if count > len(alloc.nodes):

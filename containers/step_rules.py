@@ -1,7 +1,6 @@
-"""What the local runner and Kubernetes pods decide the same way: the options srun reads from
-its environment, srun's per-task file names (`-o out-%t.txt`, -e, -i), the status and state
-a finished step is recorded with, and when --signal's warning is due (shipped to job pods
-beside the launcher: standard library only)."""
+"""What the local runner and Kubernetes pods decide the same way: srun's per-task file names
+(`-o out-%t.txt`, -e, -i), the status and state a finished step is recorded with, and when
+--signal's warning is due (shipped to job pods beside the launcher: standard library only)."""
 
 from __future__ import annotations
 
@@ -13,10 +12,8 @@ __all__ = [
     "ABORTED_SUFFIX",
     "JOB_ENDING",
     "PERIODIC_TIMEOUT_S",
-    "SRUN_ENV_OPTIONS",
     "recorded_state",
     "recorded_status",
-    "srun_env_options",
     "task_file_name",
     "warning_time",
 ]
@@ -26,28 +23,6 @@ ABORTED_SUFFIX = ".cancelled"
 # `steps/job.ending`: the job ends (scancel, time limit, preemption); an srun still waiting
 # for its step's resources then says only that the step was refused, as slurmctld answers
 JOB_ENDING = "job.ending"
-
-# srun 22.05's env_vars that set an option a step inside a job uses (local srun and the
-# pods' alike); SLURM_KILL_BAD_EXIT is read with -K (srun_io.kill_on_bad_exit); SLURM_NTASKS,
-# SLURM_JOB_NUM_NODES and the like describe the allocation (allocation_from_env);
-# SLURM_CPUS_PER_TASK is not read by 22.05's srun
-SRUN_ENV_OPTIONS = (
-    ("SRUN_CPUS_PER_TASK", "cpus-per-task"),
-    ("SLURM_CPU_BIND", "cpu-bind"),
-    ("SLURM_LABELIO", "label"),
-    ("SLURM_UNBUFFEREDIO", "unbuffered"),
-    ("SLURM_STDOUTMODE", "output"),
-    ("SLURM_STDERRMODE", "error"),
-    ("SLURM_STDINMODE", "input"),
-    ("SLURM_WAIT", "wait"),
-    ("SLURM_EXACT", "exact"),
-    ("SLURM_OVERLAP", "overlap"),
-    ("SLURM_GPUS", "gpus"),
-    ("SLURM_GPUS_PER_NODE", "gpus-per-node"),
-    ("SLURM_GPUS_PER_TASK", "gpus-per-task"),
-    ("SLURM_GRES", "gres"),
-)
-_SRUN_ENV_FLAGS = frozenset({"label", "unbuffered", "exact", "overlap"})
 
 
 PERIODIC_TIMEOUT_S = 30.0  # slurmctld.h: job_time_limit() runs this often (controller.c)
@@ -116,13 +91,3 @@ def warning_time(deadline: float, lead_s: float, period_s: float, not_before: fl
     for that check: a job that ends sooner gets no signal."""
     due = max(deadline - lead_s - period_s, not_before)
     return math.ceil(due / period_s) * period_s if period_s > 0 else due
-
-
-def srun_env_options(env: Mapping[str, str]) -> dict[str, str | None]:
-    """The options srun takes from its environment before its command line (its env_vars
-    table), for those a step uses and the batch environment does not already describe."""
-    options: dict[str, str | None] = {}
-    for var, option in SRUN_ENV_OPTIONS:
-        if var in env:
-            options[option] = None if option in _SRUN_ENV_FLAGS else env[var]
-    return options

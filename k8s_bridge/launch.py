@@ -1,8 +1,9 @@
 """What a gang's pods need for srun/mpirun across ranks (pure; render.py and objects.py use it).
 
 - The launcher (pod_launcher.py, pod_agent.py, pod_init.py, pod_signal.py, pod_launch_plan.py,
-  pod_wire.py, pod_step_files.py and the local runner's containers/multi_prog.py and
-  step_rules.py: standard library only) lives in one ConfigMap per namespace,
+  pod_wire.py, pod_step_files.py and the local runner's containers/multi_prog.py,
+  step_rules.py, step_alloc.py, step_book.py, srun_claim.py and srun_options.py: standard
+  library only) lives in one ConfigMap per namespace,
   `<prefix>-launcher`, not in each job's root: it is ~50 KB, and a copy per job would add
   gigabytes to etcd in a flood of 100,000 jobs. objects.py creates it (or brings its
   content up to date) before the first gang; pods mount it read-only at /caldera/launch
@@ -73,6 +74,7 @@ SOURCES = {
     "step-alloc": (_HERE.parent / "containers" / "step_alloc.py").read_text(),
     "step-book": (_HERE.parent / "containers" / "step_book.py").read_text(),
     "srun-claim": (_HERE.parent / "containers" / "srun_claim.py").read_text(),
+    "srun-options": (_HERE.parent / "containers" / "srun_options.py").read_text(),
 }
 
 
@@ -153,6 +155,7 @@ def launcher_volume(prefix: str) -> Manifest:
                 {"key": "step-alloc", "path": "lib/containers/step_alloc.py"},
                 {"key": "step-book", "path": "lib/containers/step_book.py"},
                 {"key": "srun-claim", "path": "lib/containers/srun_claim.py"},
+                {"key": "srun-options", "path": "lib/containers/srun_options.py"},
             ],
         },
     }

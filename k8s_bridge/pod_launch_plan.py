@@ -12,57 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from containers.srun_options import ALIASES, SRUN_OPTIONS, srun_env_options
 from containers.step_alloc import megabytes
-from containers.step_rules import srun_env_options
 
 # long name: (short, argument: 0 none, 1 required, 2 optional)
+_KINDS = {"none": 0, "required": 1, "optional": 2}
 _OPTIONS: dict[str, tuple[str, int]] = {
-    name: (short, int(arg))
-    for name, short, arg in (
-        item.split(":")
-        for item in [
-            "account:A:1",
-            "chdir:D:1",
-            "cpu-bind::1",
-            "cpu_bind::1",
-            "cpus-per-task:c:1",
-            "distribution:m:1",
-            "error:e:1",
-            "exact::0",
-            "exclude:x:1",
-            "exclusive::2",
-            "export::1",
-            "gpus:G:1",
-            "gpus-per-node::1",
-            "gpus-per-task::1",
-            "gres::1",
-            "immediate:I:2",
-            "input:i:1",
-            "job-name:J:1",
-            "jobid::1",
-            "kill-on-bad-exit:K:2",
-            "label:l:0",
-            "mem::1",
-            "mem-per-cpu::1",
-            "mpi::1",
-            "multi-prog::0",
-            "no-kill:k:2",
-            "nodelist:w:1",
-            "nodes:N:1",
-            "ntasks:n:1",
-            "ntasks-per-node::1",
-            "output:o:1",
-            "overlap::0",
-            "partition:p:1",
-            "qos:q:1",
-            "quiet:Q:0",
-            "time:t:1",
-            "unbuffered:u:0",
-            "verbose:v:0",
-            "wait:W:1",
-            "whole::0",
-        ]
-    )
+    name: (short or "", _KINDS[arg]) for name, short, arg in SRUN_OPTIONS
 }
 _SHORT = {short: name for name, (short, _) in _OPTIONS.items() if short}
 UNSUPPORTED = ("input",)  # a remote task's stdin: the agent protocol carries none
@@ -108,7 +64,7 @@ def parse(
                 if i >= len(argv):
                     raise _bad(f"option '--{name}' requires an argument")
                 value, i = argv[i], i + 1
-            opts[name.replace("_", "-")] = value if eq or kind == 1 else None
+            opts[ALIASES.get(name, name)] = value if eq or kind == 1 else None
             continue
         j = 1
         while j < len(arg):
@@ -231,6 +187,7 @@ def _plan(
     opts: Mapping[str, str | None], env: Mapping[str, str]
 ) -> tuple[list[str], list[int], int, list[str]]:
     nodes_all = expand(env.get("SLURM_JOB_NODELIST") or env.get("SLURMD_NODENAME", ""))
+    nodes_all = nodes_all or ["localhost"]  # (as the local srun: a job always names some)
     try:
         cpus_all = counts(env.get("SLURM_JOB_CPUS_PER_NODE", ""))
         tasks_all = counts(env.get("SLURM_TASKS_PER_NODE", ""))
@@ -248,7 +205,7 @@ def _plan(
     if "nodes" in opts:
         count = _number((opts["nodes"] or "").split("-")[0], "nodes", 0) or len(nodes_all)
     else:
-        count = int(nnodes_env) if nnodes_env.isdigit() else len(nodes_all)
+        count = (int(nnodes_env) if nnodes_env.isdigit() else 0) or len(nodes_all)
     if count > len(nodes_all):
         raise SrunExit([f"srun: error: Only allocated {len(nodes_all)} nodes asked for {count}"])
     per_node = None

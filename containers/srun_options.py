@@ -1,0 +1,186 @@
+"""srun's options as Slurm 22.05's srun takes them: every entry of `common_options[]` with a
+srun setter (src/common/slurm_opt.c), with its short letter and argument, and srun's
+env_vars table. Both the local srun (containers/srun_layout.py) and the pods' srun
+(k8s_bridge/pod_launch_plan.py) parse with this table, so an option real srun accepts is
+accepted, abbreviations resolve as getopt_long resolves them against the whole table, and
+what a step inside a job has no use for is taken and ignored, as slurmctld ignores the
+allocation options of a step (`--begin`, `--mail-type`...). Standard library only: shipped
+to job pods beside the launcher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["ALIASES", "SRUN_ENV_OPTIONS", "SRUN_OPTIONS", "srun_env_options"]
+
+_N, _R, _O = "none", "required", "optional"
+
+# (long name, short letter, argument)
+SRUN_OPTIONS: tuple[tuple[str, str | None, str], ...] = (
+    ("accel-bind", None, _R),
+    ("account", "A", _R),
+    ("acctg-freq", None, _R),
+    ("bb", None, _R),
+    ("bbf", None, _R),
+    ("bcast", None, _O),
+    ("bcast-exclude", None, _R),
+    ("begin", "b", _R),
+    ("chdir", "D", _R),
+    ("cluster", None, _R),
+    ("cluster-constraint", None, _R),
+    ("clusters", "M", _R),
+    ("comment", None, _R),
+    ("compress", None, _O),
+    ("constraint", "C", _R),
+    ("container", None, _R),
+    ("context", None, _R),
+    ("contiguous", None, _N),
+    ("core-spec", "S", _R),
+    ("cores-per-socket", None, _R),
+    ("cpu-bind", None, _R),
+    ("cpu-freq", None, _R),
+    ("cpu_bind", None, _R),
+    ("cpus-per-gpu", None, _R),
+    ("cpus-per-task", "c", _R),
+    ("deadline", None, _R),
+    ("debugger-test", None, _N),
+    ("delay-boot", None, _R),
+    ("dependency", "d", _R),
+    ("disable-status", "X", _N),
+    ("distribution", "m", _R),
+    ("epilog", None, _R),
+    ("error", "e", _R),
+    ("exact", None, _N),
+    ("exclude", "x", _R),
+    ("exclusive", None, _O),
+    ("export", None, _R),
+    ("extra-node-info", "B", _R),
+    ("gid", None, _R),
+    ("gpu-bind", None, _R),
+    ("gpu-freq", None, _R),
+    ("gpus", "G", _R),
+    ("gpus-per-node", None, _R),
+    ("gpus-per-socket", None, _R),
+    ("gpus-per-task", None, _R),
+    ("gres", None, _R),
+    ("gres-flags", None, _R),
+    ("help", "h", _N),
+    ("het-group", None, _R),
+    ("hint", None, _R),
+    ("hold", "H", _N),
+    ("immediate", "I", _O),
+    ("input", "i", _R),
+    ("interactive", None, _N),
+    ("job-name", "J", _R),
+    ("jobid", None, _R),
+    ("kill-on-bad-exit", "K", _O),
+    ("label", "l", _N),
+    ("licenses", "L", _R),
+    ("mail-type", None, _R),
+    ("mail-user", None, _R),
+    ("mcs-label", None, _R),
+    ("mem", None, _R),
+    ("mem-bind", None, _R),
+    ("mem-per-cpu", None, _R),
+    ("mem-per-gpu", None, _R),
+    ("mincpus", None, _R),
+    ("mpi", None, _R),
+    ("msg-timeout", None, _R),
+    ("multi-prog", None, _N),
+    ("network", None, _R),
+    ("nice", None, _O),
+    ("no-allocate", "Z", _N),
+    ("no-kill", "k", _O),
+    ("nodefile", "F", _R),
+    ("nodelist", "w", _R),
+    ("nodes", "N", _R),
+    ("ntasks", "n", _R),
+    ("ntasks-per-core", None, _R),
+    ("ntasks-per-gpu", None, _R),
+    ("ntasks-per-node", None, _R),
+    ("ntasks-per-socket", None, _R),
+    ("ntasks-per-tres", None, _R),
+    ("open-mode", None, _R),
+    ("output", "o", _R),
+    ("overcommit", "O", _N),
+    ("overlap", None, _O),
+    ("oversubscribe", "s", _N),
+    ("pack-group", None, _R),
+    ("partition", "p", _R),
+    ("power", None, _R),
+    ("prefer", None, _R),
+    ("preserve-env", "E", _N),
+    ("priority", None, _R),
+    ("profile", None, _R),
+    ("prolog", None, _R),
+    ("propagate", None, _O),
+    ("pty", None, _N),
+    ("qos", "q", _R),
+    ("quiet", "Q", _N),
+    ("quit-on-interrupt", None, _N),
+    ("reboot", None, _N),
+    ("relative", "r", _R),
+    ("reservation", None, _R),
+    ("resv-ports", None, _O),
+    ("send-libs", None, _O),
+    ("signal", None, _R),
+    ("slurmd-debug", None, _R),
+    ("sockets-per-node", None, _R),
+    ("spread-job", None, _N),
+    ("switches", None, _R),
+    ("task-epilog", None, _R),
+    ("task-prolog", None, _R),
+    ("tasks-per-node", None, _R),
+    ("test-only", None, _N),
+    ("thread-spec", None, _R),
+    ("threads", "T", _R),
+    ("threads-per-core", None, _R),
+    ("time", "t", _R),
+    ("time-min", None, _R),
+    ("tmp", None, _R),
+    ("uid", None, _R),
+    ("unbuffered", "u", _N),
+    ("usage", None, _N),
+    ("use-min-nodes", None, _N),
+    ("verbose", "v", _N),
+    ("version", "V", _N),
+    ("wait", "W", _R),
+    ("wckey", None, _R),
+    ("whole", None, _N),
+    ("x11", None, _O),
+)
+# spellings that are one option to getopt_long (the same val): the name the parser gives
+ALIASES = {"cpu_bind": "cpu-bind", "tasks-per-node": "ntasks-per-node", "pack-group": "het-group"}
+
+# srun 22.05's env_vars that set an option a step inside a job uses (local srun and the
+# pods' alike); SLURM_KILL_BAD_EXIT is read with -K (srun_io.kill_on_bad_exit); SLURM_NTASKS,
+# SLURM_JOB_NUM_NODES and the like describe the allocation (allocation_from_env);
+# SLURM_CPUS_PER_TASK is not read by 22.05's srun
+SRUN_ENV_OPTIONS = (
+    ("SRUN_CPUS_PER_TASK", "cpus-per-task"),
+    ("SLURM_CPU_BIND", "cpu-bind"),
+    ("SLURM_LABELIO", "label"),
+    ("SLURM_UNBUFFEREDIO", "unbuffered"),
+    ("SLURM_STDOUTMODE", "output"),
+    ("SLURM_STDERRMODE", "error"),
+    ("SLURM_STDINMODE", "input"),
+    ("SLURM_WAIT", "wait"),
+    ("SLURM_EXACT", "exact"),
+    ("SLURM_OVERLAP", "overlap"),
+    ("SLURM_GPUS", "gpus"),
+    ("SLURM_GPUS_PER_NODE", "gpus-per-node"),
+    ("SLURM_GPUS_PER_TASK", "gpus-per-task"),
+    ("SLURM_GRES", "gres"),
+)
+_SRUN_ENV_FLAGS = frozenset({"label", "unbuffered", "exact", "overlap"})
+
+
+def srun_env_options(env: Mapping[str, str]) -> dict[str, str | None]:
+    """The options srun takes from its environment before its command line (its env_vars
+    table), for those a step uses and the batch environment does not already describe."""
+    options: dict[str, str | None] = {}
+    for var, option in SRUN_ENV_OPTIONS:
+        if var in env:
+            options[option] = None if option in _SRUN_ENV_FLAGS else env[var]
+    return options

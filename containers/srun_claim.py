@@ -52,6 +52,7 @@ _GPU_VARS = (
     "ROCR_VISIBLE_DEVICES",
     "ZE_AFFINITY_MASK",
 )
+STEP_GPU_VARS = (*_GPU_VARS, "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE")
 
 _POLL_S = 0.1
 # step_ctx.c's step_signals: any of them (but SIGCONT) cancels a step still waiting
@@ -149,9 +150,6 @@ def gpu_env(gpus: Sequence[int] | None) -> dict[str, str]:
     env = dict.fromkeys(_GPU_VARS, ids)
     env.update(SLURM_STEP_GPUS=ids, SLURM_GPUS_ON_NODE=str(len(gpus)))
     return env
-
-
-STEP_GPU_VARS = (*_GPU_VARS, "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE")
 
 
 def job_share(

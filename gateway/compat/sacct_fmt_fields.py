@@ -14,6 +14,7 @@ from gateway.compat.clusters import cluster_of
 from gateway.compat.duration import mins_to_str
 from gateway.compat.fmt_common import UNIT_MEGA, convert_num_unit, hostlist_compress
 from gateway.compat.job_fmt_values import JobValues
+from gateway.compat.tres import recorded_gpus
 from gateway.model.job import Job, Step, exit_code_pair
 from gateway.model.state import JobState
 from gateway.model.suspension import suspended_seconds
@@ -170,7 +171,8 @@ def _alloc_tres(r: Rec) -> str | None:
         if recorded is None and r.step.cpus and r.step.nodes:
             batch = r.step.step_id == "batch"
             mem = _digits(r.step.extra.get("mem_mb", ""))
-            recorded = r.values.step_tres(r.step.cpus, r.step.nodes, batch, _gpus(r.step), mem)
+            gpus = recorded_gpus(r.step.extra.get("gpus"), len(r.step.nodes))
+            recorded = r.values.step_tres(r.step.cpus, r.step.nodes, batch, gpus, mem)
         return _tres_display(recorded)
     return _tres_display(r.values.tres_alloc)
 
@@ -178,22 +180,6 @@ def _alloc_tres(r: Rec) -> str | None:
 def _digits(text: str) -> int | None:
     """A count a local step recorded (its user's file: digits only, else none)."""
     return int(text) if text.isascii() and text.isdigit() and 0 < len(text) < 16 else None
-
-
-def _gpus(step: Step) -> list[int] | None:
-    """The GPUs a local step recorded on each of its nodes (`2,1`; its user's file: digits
-    and commas only, else none)."""
-    text = step.extra.get("gpus")
-    if not text or len(text) > 4096:
-        return None
-    parts = text.split(",")
-    counts: list[int] = []
-    for part in parts:
-        count = _digits(part) if len(part) < 6 else None
-        if count is None:
-            return None
-        counts.append(count)
-    return counts
 
 
 def _tres_display(tres: str | None) -> str | None:

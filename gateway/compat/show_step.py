@@ -11,6 +11,7 @@ from __future__ import annotations
 from gateway.compat.fmt_common import make_time_str
 from gateway.compat.hostlist import compress
 from gateway.compat.job_fields import format_mem
+from gateway.compat.tres import recorded_gpus
 from gateway.model.job import Job, Step
 
 __all__ = ["show_step"]
@@ -21,19 +22,18 @@ _DISTRIBUTIONS = frozenset({"Block", "Cyclic", "Plane", "Arbitrary", "Unknown"})
 
 
 def _gres(step: Step, job: Job) -> str:
-    """The GPUs a local step recorded per node (`2,1`), as TRES items (typed first)."""
-    parts = step.extra.get("gpus", "").split(",")
-    if len(parts) != len(step.nodes) or not all(p.isascii() and p.isdigit() for p in parts):
+    """The GPUs a local step recorded per node, as TRES items (typed first)."""
+    counts = recorded_gpus(step.extra.get("gpus"), len(step.nodes))
+    if not counts or not sum(counts):
         return ""
     types = {p.node: p.gpu_type for p in job.placement}
-    total, typed = 0, dict[str, int]()
-    for node, part in zip(step.nodes, parts, strict=True):
-        count = int(part[:6])
-        total += count
-        if count and types.get(node):
-            typed[str(types[node])] = typed.get(str(types[node]), 0) + count
+    typed: dict[str, int] = {}
+    for node, count in zip(step.nodes, counts, strict=True):
+        gpu_type = types.get(node)
+        if count and gpu_type:
+            typed[gpu_type] = typed.get(gpu_type, 0) + count
     named = "".join(f"gres/gpu:{t}={n}," for t, n in sorted(typed.items()))
-    return f"{named}gres/gpu={total}," if total else ""
+    return f"{named}gres/gpu={sum(counts)},"
 
 
 def show_step(step: Step, job: Job, *, one_liner: bool = False) -> str:

@@ -21,7 +21,14 @@ from gateway.compat.fmt_common import UNIT_MEGA, convert_num_unit
 from gateway.model.values import GresItem
 from gateway.scheduler.licenses import license_request
 
-__all__ = ["BASE_TRES", "TresCounts", "TresNames", "count_gres", "licence_counts"]
+__all__ = [
+    "BASE_TRES",
+    "TresCounts",
+    "TresNames",
+    "count_gres",
+    "licence_counts",
+    "recorded_gpus",
+]
 
 BASE_TRES = ("cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages")
 
@@ -73,3 +80,14 @@ def count_gres(counts: TresCounts, item: GresItem, count: int, node_type: str | 
 def licence_counts(text: str | None) -> Iterable[tuple[str, int]]:
     """`-L`'s licences as TRES (`license/matlab`, 2)."""
     return [(f"license/{name}", n) for name, n in (license_request(text) or {}).items()]
+
+
+def recorded_gpus(text: str | None, nodes: int) -> list[int] | None:
+    """The GPUs a local step recorded on each of its `nodes` (`2,1`); None unless it is
+    that many small counts (the record is its user's file)."""
+    parts = (text or "").split(",")
+    if not text or len(parts) != nodes or len(text) > 8 * nodes:
+        return None
+    if not all(p.isascii() and p.isdigit() and len(p) < 6 for p in parts):
+        return None
+    return [int(p) for p in parts]

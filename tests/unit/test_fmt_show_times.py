@@ -175,3 +175,7 @@ def test_show_step_of_a_local_srun_record_shows_its_memory_and_trusts_no_text() 
     assert "TRES=cpu=2,node=1 " in forged
     assert "Dist=Block SrunHost:Pid=node01:0\n" in forged
     assert forged.count("\n") == 1
+    # the step's own GPUs, as the test cluster showed `srun --gres=gpu:2` (untyped node)
+    assert "TRES=cpu=2,gres/gpu=2,mem=100M,node=1 " in shown({"mem_mb": "100", "gpus": "2"})
+    for bad in ("2,1", "x", "1\n", "9" * 9, "", "-1"):
+        assert "TRES=cpu=2,mem=100M,node=1 " in shown({"mem_mb": "100", "gpus": bad}), bad

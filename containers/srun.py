@@ -45,7 +45,7 @@ from containers.srun_io import (
     step_status,
     task_file,
 )
-from containers.srun_layout import SrunExit, Step, allocation_from_env, plan_step
+from containers.srun_layout import SrunExit, Step, allocation_from_env, parse, plan_step
 from containers.srun_revoke import ALLOCATION_VAR, RevocationWatch
 from containers.srun_spawn import Spawned
 from containers.step_alloc import Grant, JobShare
@@ -116,8 +116,16 @@ def resolved(command: str, path: str, cwd: str) -> str:
 
 
 def _start_tasks(
-    step: Step, step_id: int, env: dict[str, str], streams: _Streams, gpus: _Gpus
+    step: Step,
+    step_id: int,
+    env: dict[str, str],
+    streams: _Streams,
+    gpus: _Gpus,
+    hold_fd: int | None,
 ) -> tuple[list[_Task], list[threading.Thread]]:
+    """Start every task; each inherits `hold_fd`, the step's lock in the job's step book,
+    so the step holds its CPUs while a task runs even if srun is SIGKILLed (slurmstepd
+    keeps a step whose srun is gone until its tasks end)."""
     opts, ntasks = step.options, step.ntasks
     try:
         commands = (
@@ -175,6 +183,7 @@ def _start_tasks(
                     stdout=stdout,
                     stderr=stderr,
                     process_group=0,
+                    pass_fds=() if hold_fd is None else (hold_fd,),
                 )
         except OSError as exc:  # as slurmstepd's task: the error, then exit(errno)
             sys.stderr.write(
@@ -247,7 +256,8 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
     forwarded: list[int] = []  # signals srun itself got (the job ending, as a rule)
     try:
         try:
-            procs, pumps = _start_tasks(step, step_id, env, streams, gpus)
+            hold_fd = None if claimed is None else claimed.lock_fd
+            procs, pumps = _start_tasks(step, step_id, env, streams, gpus, hold_fd)
         except SrunError:  # no task started: the step ended as it began
             base_record.update(end_time=time.time(), exit_code=1 << 8, state="FAILED")
             record_step(record, base_record)
@@ -447,6 +457,12 @@ def _signal_all(procs: Sequence[_Task], sig: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The `srun` command."""
     args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        parse(args)
+    except SrunExit as exc:
+        if exc.stdout:  # --help, --usage, --version: in a job or not
+            sys.stdout.write("\n".join(exc.lines) + "\n")
+            return exc.status
     if "SLURM_JOB_ID" not in os.environ:  # allocate for this one step, as srun does
         from gateway.cli.salloc_cmd import srun_outside_a_job
 

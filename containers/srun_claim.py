@@ -3,9 +3,9 @@ Slurm 22.05's srun does: ask, and while the job's other steps hold what it needs
 and wait for one of them to end.
 
 Lines and statuses as on the test cluster: `srun: Job J step creation temporarily
-disabled, retrying (Requested nodes are busy)` at the first refusal, `... still disabled
-...` each time a step's end wakes it and it still does not fit (and every 60-69 s, srun's
-step_wait), `srun: Step created for job J` once it runs; a step that can never fit is
+disabled, retrying (Requested nodes are busy)` once its first wait is over (a step ended,
+or srun's step_wait of 60-69 s), `... still disabled ...` after each later wait, `srun:
+Step created for job J` once it runs; a step that can never fit is
 `srun: error: Unable to create step for job J: <reason>` (status 1), as is a busy one under
 `-I`. A signal while waiting ends srun: `srun: Cancelled pending job step with signal N`,
 then the step refused as "Job/step already completing or completed"; when the job itself
@@ -138,7 +138,9 @@ def gpu_ask(options: Mapping[str, str | None], job: JobGpus | None) -> GpuAsk | 
     named = ("gres", "gpus-per-node", "gpus-per-task", "gpus")
     if any(name in options for name in named) or job is None:
         return None  # zeros only: the step takes no GPUs
-    return GpuAsk(job.per_node, job.per_task, job.per_job) if job.nodes else None
+    own = GpuAsk(job.per_node, job.per_task, job.per_job)
+    # a job holding GPUs it did not ask for (--exclusive) gives its steps none
+    return own if job.nodes and own != GpuAsk() else None
 
 
 def gpu_env(gpus: Sequence[int] | None) -> dict[str, str]:
@@ -192,16 +194,20 @@ def step_ask(
         per_node = megabytes(env.get("SLURM_MEM_PER_NODE", "")) or None
         per_cpu = None if per_node else megabytes(env.get("SLURM_MEM_PER_CPU", "")) or None
     exact = "exact" in options or "exclusive" in options or cpus_set
+    overcommit = "overcommit" in options
+    relative = _count(options.get("relative")) if "relative" in options else None
     return StepAsk(
         tasks_per_node=tuple(tasks_per_node),
         cpus_per_task=cpus_per_task,
-        cpu_count=sum(tasks_per_node) * (cpus_per_task if cpus_set else 1),
+        cpu_count=0 if overcommit else sum(tasks_per_node) * (cpus_per_task if cpus_set else 1),
         nodelist=tuple(nodelist),
         whole=not exact or "whole" in options,
         overlap="overlap" in options,
         mem_per_cpu=per_cpu or None,
         mem_per_node=per_node or None,
         gpu=gpu_ask(options, job_gpus(env)),
+        relative=relative,
+        overcommit=overcommit,
     )
 
 
@@ -243,6 +249,10 @@ def _until_created(
     step_dir: Path,
     immediate: bool,
 ) -> Claimed | int:
+    """srun's loop (launch.c, step_ctx.c): a busy step waits for a step to end (or
+    step_wait, 60-69 s), then says it is still disabled as it asks again; its first
+    refusal is said only then, after that first wait, as slurm_step_ctx_create_timeout
+    returns only once its wait is over."""
     refused = f"srun: error: Unable to create step for job {job_id}: "
     step_wait = 60 + os.getpid() % 10
     tries = 0
@@ -256,9 +266,6 @@ def _until_created(
         if reason is not Refused.BUSY or immediate:
             _say(refused + reason.value)
             return 1
-        state = "temporarily" if tries == 0 else "still"
-        _say(f"srun: Job {job_id} step creation {state} disabled, retrying ({reason.value})")
-        tries += 1
         deadline = time.monotonic() + step_wait
         ending = step_dir / JOB_ENDING
         while not got and time.monotonic() < deadline and not ending.exists():
@@ -270,6 +277,9 @@ def _until_created(
                 _say(f"srun: Cancelled pending job step with signal {got[0]}")
             _say(refused + _ALREADY_DONE)
             return 1
+        state = "temporarily" if tries == 0 else "still"
+        _say(f"srun: Job {job_id} step creation {state} disabled, retrying ({reason.value})")
+        tries += 1
 
 
 def _immediate(value: str | None, given: bool) -> bool:

@@ -15,8 +15,15 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from containers.srun_claim import gpu_ask, job_gpus
-from containers.srun_options import ALIASES, SRUN_OPTIONS, srun_env_options
+from containers.srun_gres import check_gres
+from containers.srun_options import (
+    ALIASES,
+    SRUN_OPTIONS,
+    allocation_notes,
+    early_answer,
+    refused_outright,
+    srun_env_options,
+)
 from gateway.compat.getopt import CmdSpec, scan
 from gateway.compat.hostlist import expand
 from gateway.compat.optypes import Arg
@@ -57,12 +64,14 @@ NO_CPU_BINDING = "srun: cluster configuration lacks support for cpu binding"
 
 
 class SrunExit(Exception):
-    """srun stops before any task starts: the lines it prints and its exit status."""
+    """srun stops before any task starts: the lines it prints and its exit status (its
+    stdout for --help, --usage and --version)."""
 
-    def __init__(self, lines: Sequence[str], status: int = 1) -> None:
+    def __init__(self, lines: Sequence[str], status: int = 1, stdout: bool = False) -> None:
         super().__init__("\n".join(lines))
         self.lines = tuple(lines)
         self.status = status
+        self.stdout = stdout
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +169,12 @@ def parse(
         )
     options = srun_env_options(env or {})
     options.update((str(spec.val), value) for spec, value in scanned.items)
+    answer = early_answer(options)
+    if answer is not None:
+        raise SrunExit([answer], 0, stdout=True)
+    refusal = refused_outright(options, (env or {}).get("SLURM_JOB_UID", ""))
+    if refusal is not None:
+        raise SrunExit([refusal], 255)
     if "exclusive" in options and "overlap" in options:
         raise SrunExit(["srun: error: --exclusive and --overlap are mutually exclusive"])
     if "exact" in options and "whole" in options:
@@ -282,66 +297,6 @@ def plan_step(argv: Sequence[str], env: Mapping[str, str]) -> Step:
     )
 
 
-def _gres_asked(options: Mapping[str, str | None]) -> list[tuple[str, str | None]]:
-    """The (name, type) of each GRES a step's --gres and --gpus* ask a count above 0 of."""
-    items: list[tuple[str, str | None]] = []
-    for part in (options.get("gres") or "").split(","):
-        fields = part.removeprefix("gres/").split(":")
-        if fields[0] in ("", "none"):
-            continue
-        count = fields.pop() if len(fields) > 1 and fields[-1].isdigit() else "1"
-        if int(count):
-            items.append((fields[0], fields[1] if len(fields) > 1 else None))
-    for name in ("gpus", "gpus-per-node", "gpus-per-task"):
-        gpus = (options.get(name) or "0").split(":")
-        if not gpus[-1].isdigit() or int(gpus[-1]):
-            items.append(("gpu", gpus[0] if len(gpus) > 1 else None))
-    return items
-
-
-def _check_gres(
-    options: Mapping[str, str | None], env: Mapping[str, str], refused: str, nodes: int
-) -> None:
-    """slurmctld's step GRES checks (gres.c `_validate_step_counts`) that the batch
-    environment can answer: a job shows its GPUs there (SLURM_JOB_GPUS) and no other GRES,
-    so only GPUs count as the job's; their request is the runner's JOB_GPUS_VAR."""
-    if options.get("gres") == "":
-        raise SrunExit([refused + "Invalid Trackable RESource (TRES) specification"])
-    asked = _gres_asked(options)
-    if not asked:
-        return
-    invalid = refused + "Invalid generic resource (gres) specification"
-    if not env.get("SLURM_JOB_GPUS"):
-        raise SrunExit(["srun: error: Step requested GRES but job doesn't have GRES", invalid])
-    job = job_gpus(env)
-    for name, gtype in asked:
-        if name != "gpu" or (gtype is not None and job is not None and gtype != job.gpu_type):
-            shown = f"{name}:{gtype or '(null)'}"
-            raise SrunExit(
-                [f"srun: error: Step requested GRES ({shown}) not found in the job", invalid]
-            )
-    gpu = gpu_ask(options, job)
-    if job is None or gpu is None:
-        return
-    said = ""
-    if gpu.per_step and gpu.per_step < nodes:
-        said = f"gres=gpu:{gpu.per_step} is less than the requested min nodes={nodes}"
-    elif gpu.per_step and job.per_job and job.per_job < gpu.per_step:
-        said = f"gres=gpu:{gpu.per_step} is more than the job's gres=gpu:{job.per_job}"
-    elif gpu.per_node and job.per_node and job.per_node < gpu.per_node:
-        said = (
-            f"gres_per_node=gpu:{gpu.per_node} is more than the job's "
-            f"gres_per_node=gpu:{job.per_node}"
-        )
-    elif gpu.per_task and job.per_task and job.per_task < gpu.per_task:
-        said = (
-            f"gres_per_task=gpu:{gpu.per_task} is more than the job's "
-            f"gres_per_task=gpu:{job.per_task}"
-        )
-    if said:
-        raise SrunExit([f"srun: error: Step requested {said}", invalid])
-
-
 def _plan(options: dict[str, str | None], command: tuple[str, ...], env: Mapping[str, str]) -> Step:
     nnodes_env = env.get("SLURM_NNODES")
     alloc = allocation_from_env(env)
@@ -394,9 +349,14 @@ def _plan(options: dict[str, str | None], command: tuple[str, ...], env: Mapping
             "Ignoring --ntasks-per-node."
         )
         per_node = None
+    first, then, fails = allocation_notes(options)
+    warnings = [*first, *warnings, *then]
+    if fails:
+        raise SrunExit(warnings)
     if any(name not in alloc.nodes for name in wanted):  # slurmctld's, after srun's warnings
         raise SrunExit([*warnings, refused + "Requested node configuration is not available"])
-    others = [n for n in alloc.nodes if n not in wanted]
+    relative = _number(options["relative"], "relative", 0) if "relative" in options else 0
+    others = [n for n in alloc.nodes[relative:] if n not in wanted]
     chosen = set(wanted) | set(others[: max(count - len(wanted), 0)])
     nodes = tuple(n for n in alloc.nodes if n in chosen)
     if per_node is not None:
@@ -405,8 +365,13 @@ def _plan(options: dict[str, str | None], command: tuple[str, ...], env: Mapping
         layout = alloc.tasks_per_node  # the job's own layout (e.g. Slurm's 1,2(x2))
     else:
         layout = _split(ntasks, len(nodes))
-    _check_gres(options, env, refused, len(nodes))
+    gres_refused = check_gres(options, env, refused, len(nodes))
+    if gres_refused:
+        raise SrunExit([*warnings, *gres_refused])
     cpus = dict(zip(alloc.nodes, alloc.cpus_per_node, strict=True))
-    if any(cpus[n] and tasks * cpt > cpus[n] for n, tasks in zip(nodes, layout, strict=True)):
+    over = "overcommit" not in options and any(
+        cpus[n] and tasks * cpt > cpus[n] for n, tasks in zip(nodes, layout, strict=True)
+    )
+    if over:
         raise SrunExit([refused + "More processors requested than permitted"])
     return Step(command, nodes, layout, cpt, options, tuple(warnings))

@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["ALIASES", "SRUN_ENV_OPTIONS", "SRUN_OPTIONS", "srun_env_options"]
+__all__ = [
+    "ALIASES",
+    "SRUN_ENV_OPTIONS",
+    "SRUN_OPTIONS",
+    "VERSION_TEXT",
+    "allocation_notes",
+    "early_answer",
+    "refused_outright",
+    "srun_env_options",
+]
 
 _N, _R, _O = "none", "required", "optional"
 
@@ -184,3 +193,52 @@ def srun_env_options(env: Mapping[str, str]) -> dict[str, str | None]:
         if var in env:
             options[option] = None if option in _SRUN_ENV_FLAGS else env[var]
     return options
+
+
+# what srun prints for --version (upstream's name; Debian's build says slurm-wlm);
+# gateway/compat/options_help.py's sbatch says the same (tests/unit/test_srun_options.py)
+VERSION_TEXT = "slurm 22.05.8"
+
+
+def _spelled(name: str, short: str | None, arg: str) -> str:
+    value = {"none": "", "required": "=value", "optional": "[=value]"}[arg]
+    head = f"-{short}, " if short else "    "
+    return f"  {head}--{name}{value}"
+
+
+def early_answer(options: Mapping[str, str | None]) -> str | None:
+    """What srun prints on stdout and exits 0 with, before anything else: --help, --usage
+    and --version (Caldera's own text for the first two, generated from the table)."""
+    if "help" in options:
+        spelled = [_spelled(n, s, a) for n, s, a in SRUN_OPTIONS if n not in ALIASES]
+        return "\n".join(["Usage: srun [OPTIONS(0)...] executable(0) [args(0)...]", *spelled])
+    if "usage" in options:
+        return "Usage: srun [options] executable [args...]   (srun --help lists the options)"
+    if "version" in options:
+        return VERSION_TEXT
+    return None
+
+
+def refused_outright(options: Mapping[str, str | None], uid: str) -> str | None:
+    """srun's refusal of --uid/--gid to a user other than root (status 255), said before
+    anything else."""
+    for name in ("uid", "gid"):
+        if name in options and uid != "0":
+            return f"srun: error: --{name} only permitted by root user"
+    return None
+
+
+def allocation_notes(options: Mapping[str, str | None]) -> tuple[list[str], list[str], bool]:
+    """What srun says of allocation options inside a job, as the test cluster said it:
+    lines before the layout's warnings, lines after them, and whether srun then exits 1
+    (`-Z` without `-w`; `--het-group` in a job that is not heterogeneous)."""
+    first: list[str] = []
+    then: list[str] = []
+    if "no-allocate" in options and not options.get("nodelist"):
+        first.append("srun: error: must specify a node list with -Z, --no-allocate.")
+    if "begin" in options:
+        then.append("srun: error: --begin is ignored because nodes are already allocated.")
+    if "het-group" in options:
+        text = "No directives to start application on any available hetjob components"
+        then.append(f"srun: error: {text}")
+    return first, then, bool(first) or "het-group" in options

@@ -125,6 +125,8 @@ class StepAsk:
     mem_per_cpu: int | None = None
     mem_per_node: int | None = None
     gpu: GpuAsk | None = None  # None: no GPUs
+    relative: int | None = None  # -r: the step's nodes from the job's node N on
+    overcommit: bool = False  # -O: no CPU is counted (slurmctld's cpu_count = 0)
 
     @property
     def node_count(self) -> int:
@@ -184,6 +186,11 @@ class _GpuTally:
     nodes_left: int = 0
 
 
+def _gpu_asked(job: JobShare, ask: StepAsk) -> GpuAsk | None:
+    """The step's GPU request when both it and the job have GPUs."""
+    return ask.gpu if ask.gpu is not None and ask.gpu != GpuAsk() and job.gpus else None
+
+
 def _gpu_cpus(gpu: GpuAsk, have: int, cpt: int, last: bool, so_far: int) -> int | None:
     """The CPUs a node can give the step for its GPUs (None: no limit), `_step_test`."""
     if have == 0:
@@ -201,7 +208,7 @@ def _usable(
 ) -> dict[int, int] | Refused:
     """Usable CPUs per job node index (nodes left out cannot take a task now)."""
     everyone = ask.node_count == len(job.nodes)  # all the job's nodes are needed
-    gpu = ask.gpu if ask.gpu is not None and job.gpus else None
+    gpu = _gpu_asked(job, ask)
     tally = _GpuTally(nodes_left=ask.node_count)
     gres_invalid = 0
     usable: dict[int, int] = {}
@@ -320,6 +327,8 @@ def _pick_nodes(
     job: JobShare, ask: StepAsk, running: Sequence[Hold], usable: dict[int, int], blocked: _Blocked
 ) -> list[int] | Refused:
     avail = sorted(usable)
+    if ask.relative is not None:  # the first nodes are not the step's; no idle-first pick
+        avail = [i for i in avail if i >= ask.relative]
     picked: list[int] = []
     if ask.nodelist:
         wanted = [i for i, name in enumerate(job.nodes) if name in ask.nodelist]
@@ -336,7 +345,8 @@ def _pick_nodes(
         return Refused.BUSY
     busy = {name for hold in running for name in hold.nodes}
     needed = ask.node_count - len(picked)
-    for pool in ([i for i in avail if job.nodes[i] not in busy], avail):
+    idle = [i for i in avail if job.nodes[i] not in busy]
+    for pool in [avail] if ask.relative is not None else [idle, avail]:
         if needed <= 0 or len(pool) < needed:
             continue
         rest = ask.cpu_count
@@ -390,9 +400,11 @@ def pick_step(job: JobShare, running: Sequence[Hold], ask: StepAsk) -> Grant | R
                 Refused.MEMORY if (ask.mem_per_cpu or ask.mem_per_node) else Refused.CONFIG
             )
         need = tasks * ask.cpus_per_task  # (the layout is srun's block split, node by node)
+        if ask.overcommit:
+            need = min(need, room)
         if not ask.overlap and need > room:
             return Refused.BUSY if need <= job.cpus[i] else Refused.TOO_MANY_CPUS
-        cpus = job.cpus[i] if ask.whole else tasks * ask.cpus_per_task
+        cpus = job.cpus[i] if ask.whole else need
         alloc += cpus
         mem = 0
         if tracked and ask.mem_per_cpu:
@@ -416,7 +428,7 @@ def _pick_gpus(
     """The step's GPUs on each picked node, gres_ctld.c's `_step_alloc`: the lowest the
     job has there and no other step holds (any of the job's, for --overlap); a per-step
     count leaves one for each node still to come. None if they are not all there."""
-    gpu = ask.gpu if ask.gpu is not None and job.gpus else None
+    gpu = _gpu_asked(job, ask)
     if gpu is None:
         return ()
     out: list[tuple[int, ...]] = []
@@ -433,7 +445,7 @@ def _pick_gpus(
         elif rest == 1:
             need = gpu.per_step - got
         else:
-            need, most = 1, gpu.per_step - got - (rest - 1)
+            need, most = 1, max(gpu.per_step - got - (rest - 1), 1)
         take = min(len(free), most if most is not None and not ask.overlap else need)
         if take < need:
             return None

@@ -36,6 +36,12 @@ class Claimed:
     def __init__(self, step_id: int, record: Path, grant: Grant, lock_fd: int) -> None:
         self.step_id, self.record, self.grant, self._fd = step_id, record, grant, lock_fd
 
+    @property
+    def lock_fd(self) -> int:
+        """The lock, made inheritable: the step's tasks keep it held while they run."""
+        os.set_inheritable(self._fd, True)
+        return self._fd
+
     def close(self) -> None:
         """The step ended: its hold is free for the steps waiting."""
         if self._fd >= 0:

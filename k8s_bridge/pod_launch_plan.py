@@ -12,7 +12,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from containers.srun_options import ALIASES, SRUN_OPTIONS, srun_env_options
+from containers.srun_options import (
+    ALIASES,
+    SRUN_OPTIONS,
+    allocation_notes,
+    early_answer,
+    refused_outright,
+    srun_env_options,
+)
 from containers.step_alloc import megabytes
 
 # long name: (short, argument: 0 none, 1 required, 2 optional)
@@ -25,11 +32,13 @@ UNSUPPORTED = ("input",)  # a remote task's stdin: the agent protocol carries no
 
 
 class SrunExit(Exception):
-    """srun stops before any task starts: its lines and exit status."""
+    """srun stops before any task starts: its lines and exit status (its
+    stdout for --help, --usage and --version)."""
 
-    def __init__(self, lines: Sequence[str], status: int = 1) -> None:
+    def __init__(self, lines: Sequence[str], status: int = 1, stdout: bool = False) -> None:
         super().__init__("\n".join(lines))
         self.lines, self.status = tuple(lines), status
+        self.stdout = stdout
 
 
 def _bad(text: str) -> SrunExit:
@@ -87,6 +96,12 @@ def parse(
             else:
                 opts[name] = None
             break
+    answer = early_answer(opts)
+    if answer is not None:
+        raise SrunExit([answer], 0, stdout=True)
+    refusal = refused_outright(opts, (env or {}).get("SLURM_JOB_UID", ""))
+    if refusal is not None:
+        raise SrunExit([refusal], 255)
     if "exclusive" in opts and "overlap" in opts:
         raise SrunExit(["srun: error: --exclusive and --overlap are mutually exclusive"])
     if "exact" in opts and "whole" in opts:
@@ -232,9 +247,14 @@ def _plan(
             "Ignoring --ntasks-per-node."
         )
         per_node = None
+    first, then, fails = allocation_notes(opts)
+    warnings = [*first, *warnings, *then]
+    if fails:
+        raise SrunExit(warnings)
     if any(n not in nodes_all for n in wanted):  # slurmctld's, after srun's warnings
         raise SrunExit([*warnings, refused + "Requested node configuration is not available"])
-    others = [n for n in nodes_all if n not in wanted]
+    relative = _number(opts["relative"], "relative", 0) if "relative" in opts else 0
+    others = [n for n in nodes_all[relative:] if n not in wanted]
     chosen = set(wanted) | set(others[: max(count - len(wanted), 0)])
     nodes = [n for n in nodes_all if n in chosen]
     if per_node is not None:
@@ -245,7 +265,10 @@ def _plan(
         base, extra = divmod(ntasks, len(nodes))
         layout = [base + (1 if k < extra else 0) for k in range(len(nodes))]
     cpus = dict(zip(nodes_all, cpus_all, strict=True))
-    if any(cpus[n] and t * cpt > cpus[n] for n, t in zip(nodes, layout, strict=True)):
+    over = "overcommit" not in opts and any(
+        cpus[n] and t * cpt > cpus[n] for n, t in zip(nodes, layout, strict=True)
+    )
+    if over:
         raise SrunExit([refused + "More processors requested than permitted"])
     return nodes, layout, cpt, warnings
 

@@ -437,7 +437,7 @@ def main(argv: Sequence[str]) -> int:
         return srun(argv[1:], dict(os.environ))
     except SrunExit as exc:
         for line in exc.lines:
-            sys.stderr.write(line + "\n")
+            (sys.stdout if exc.stdout else sys.stderr).write(line + "\n")
         return exc.status
 
 

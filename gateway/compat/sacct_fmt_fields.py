@@ -170,7 +170,7 @@ def _alloc_tres(r: Rec) -> str | None:
         recorded = r.step.extra.get("tres_alloc")
         if recorded is None and r.step.cpus and r.step.nodes:
             batch = r.step.step_id == "batch"
-            mem = _digits(r.step.extra.get("mem_mb", ""))
+            mem = _digits(r.step.extra.get("mem_mb", "")) or None  # 0: memory not tracked
             gpus = recorded_gpus(r.step.extra.get("gpus"), len(r.step.nodes))
             recorded = r.values.step_tres(r.step.cpus, r.step.nodes, batch, gpus, mem)
         return _tres_display(recorded)

@@ -45,7 +45,7 @@ def _local(argv: list[str], env: dict[str, str]) -> tuple[str, ...]:
     try:
         step = plan_step(argv, env)
     except SrunExit as exc:
-        return exc.lines
+        return () if exc.stdout else exc.lines  # (--help, --usage, --version: stdout)
     alloc = allocation_from_env(env)
     job_share(alloc.nodes, alloc.cpus_per_node, env)
     step_ask(step.tasks_per_node, step.cpus_per_task, step.options, (), env)

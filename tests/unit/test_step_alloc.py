@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import subprocess
 from pathlib import Path
 
 from hypothesis import given
@@ -198,3 +199,20 @@ def test_the_pods_size_parser_agrees_with_the_gateway_s() -> None:
 
     for text in ("3000", "500K", "2g", "4GB", "1T", " 7", "+5", "1P", "x", "-1", "", "3 ", "2kb"):
         assert megabytes(text) == str_to_mbytes(text), text
+
+
+def test_a_step_whose_srun_is_killed_holds_while_its_tasks_run(tmp_path: Path) -> None:
+    """srun's tasks inherit the step's lock: SIGKILL on srun leaves the step holding its
+    CPUs until the tasks end, as slurmstepd keeps such a step."""
+    book = StepBook(tmp_path)
+    step = book.claim(ONE, _ask((1,)), _record)
+    assert isinstance(step, Claimed)
+    task = subprocess.Popen(["sleep", "30"], pass_fds=(step.lock_fd,))
+    try:
+        os.close(step.lock_fd)  # srun gone without a word (its lock file stays)
+        assert book.snapshot() == frozenset({0})
+        assert book.claim(ONE, _ask((1,)), _record) == (Refused.BUSY, frozenset({0}))
+    finally:
+        task.kill()
+        task.wait()
+    assert book.snapshot() == frozenset()

@@ -138,6 +138,8 @@ def test_srun_reads_its_gpu_options_as_slurmctld_takes_them() -> None:
     assert gpu_ask({"gpus": "3"}, job) == GpuAsk(per_step=3)
     assert gpu_ask({"gpus-per-task": "1", "gres": "gpu:2"}, job) == GpuAsk(2, 1)
     assert gpu_ask({}, JobGpus(per_job=3, nodes={"a": (0,)})) == GpuAsk(per_step=3)
+    # an --exclusive job holds its nodes' GPUs without asking: its steps take none
+    assert gpu_ask({}, JobGpus(nodes={"node03": (0, 1)})) is None
     assert job_gpus({JOB_GPUS_VAR: job.render()}) == job
     for bad in ("", "{", "[]", '{"nodes": {"a": [-1]}}', '{"nodes": {}, "per_node": "2"}'):
         assert job_gpus({JOB_GPUS_VAR: bad}) is None

@@ -454,25 +454,30 @@ def _signal_all(procs: Sequence[_Task], sig: int) -> None:
                 os.killpg(p.pid, sig)
 
 
+def _said(exc: SrunExit) -> int:
+    """Print srun's lines (stdout for --help, --usage, --version); its exit status."""
+    out = sys.stdout if exc.stdout else sys.stderr
+    for line in exc.lines:
+        out.write(line + "\n")
+    return exc.status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The `srun` command."""
     args = sys.argv[1:] if argv is None else list(argv)
-    try:
-        parse(args)
-    except SrunExit as exc:
-        if exc.stdout:  # --help, --usage, --version: in a job or not
-            sys.stdout.write("\n".join(exc.lines) + "\n")
-            return exc.status
     if "SLURM_JOB_ID" not in os.environ:  # allocate for this one step, as srun does
+        try:
+            parse(args)
+        except SrunExit as exc:
+            if exc.stdout:  # --help, --usage, --version answer before any allocation
+                return _said(exc)
         from gateway.cli.salloc_cmd import srun_outside_a_job
 
         return srun_outside_a_job(args)
     try:
         return run_step(args, dict(os.environ))
     except SrunExit as exc:
-        for line in exc.lines:
-            sys.stderr.write(line + "\n")
-        return exc.status
+        return _said(exc)
     except SrunError as exc:
         sys.stderr.write(f"srun: error: {exc}\n")
         return 1

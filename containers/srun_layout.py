@@ -20,8 +20,7 @@ from containers.srun_options import (
     ALIASES,
     SRUN_OPTIONS,
     allocation_notes,
-    early_answer,
-    refused_outright,
+    options_verdict,
     srun_env_options,
 )
 from gateway.compat.getopt import CmdSpec, scan
@@ -169,16 +168,9 @@ def parse(
         )
     options = srun_env_options(env or {})
     options.update((str(spec.val), value) for spec, value in scanned.items)
-    answer = early_answer(options)
-    if answer is not None:
-        raise SrunExit([answer], 0, stdout=True)
-    refusal = refused_outright(options, (env or {}).get("SLURM_JOB_UID", ""))
-    if refusal is not None:
-        raise SrunExit([refusal], 255)
-    if "exclusive" in options and "overlap" in options:
-        raise SrunExit(["srun: error: --exclusive and --overlap are mutually exclusive"])
-    if "exact" in options and "whole" in options:
-        raise SrunExit(["srun: error: --exact and --whole are mutually exclusive."])
+    verdict = options_verdict(options, (env or {}).get("SLURM_JOB_UID", ""))
+    if verdict is not None:
+        raise SrunExit(*verdict)
     _check_values(options)
     if not scanned.operands:
         raise SrunExit(["srun: fatal: No command given to execute."])

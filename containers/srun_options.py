@@ -18,8 +18,7 @@ __all__ = [
     "SRUN_OPTIONS",
     "VERSION_TEXT",
     "allocation_notes",
-    "early_answer",
-    "refused_outright",
+    "options_verdict",
     "srun_env_options",
 ]
 
@@ -206,7 +205,7 @@ def _spelled(name: str, short: str | None, arg: str) -> str:
     return f"  {head}--{name}{value}"
 
 
-def early_answer(options: Mapping[str, str | None]) -> str | None:
+def _early_answer(options: Mapping[str, str | None]) -> str | None:
     """What srun prints on stdout and exits 0 with, before anything else: --help, --usage
     and --version (Caldera's own text for the first two, generated from the table)."""
     if "help" in options:
@@ -219,12 +218,22 @@ def early_answer(options: Mapping[str, str | None]) -> str | None:
     return None
 
 
-def refused_outright(options: Mapping[str, str | None], uid: str) -> str | None:
-    """srun's refusal of --uid/--gid to a user other than root (status 255), said before
-    anything else."""
+def options_verdict(
+    options: Mapping[str, str | None], uid: str
+) -> tuple[list[str], int, bool] | None:
+    """srun's answer to its options alone, in its order, before it looks at the job: the
+    lines, the exit status, and whether they go to stdout (--help, --usage, --version);
+    --uid/--gid for a user other than root (255); options that exclude each other (1)."""
+    answer = _early_answer(options)
+    if answer is not None:
+        return [answer], 0, True
     for name in ("uid", "gid"):
         if name in options and uid != "0":
-            return f"srun: error: --{name} only permitted by root user"
+            return [f"srun: error: --{name} only permitted by root user"], 255, False
+    if "exclusive" in options and "overlap" in options:
+        return ["srun: error: --exclusive and --overlap are mutually exclusive"], 1, False
+    if "exact" in options and "whole" in options:
+        return ["srun: error: --exact and --whole are mutually exclusive."], 1, False
     return None
 
 

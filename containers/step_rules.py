@@ -24,7 +24,6 @@ ABORTED_SUFFIX = ".cancelled"
 # for its step's resources then says only that the step was refused, as slurmctld answers
 JOB_ENDING = "job.ending"
 
-
 PERIODIC_TIMEOUT_S = 30.0  # slurmctld.h: job_time_limit() runs this often (controller.c)
 
 _FIELD = re.compile(r"%(\d*)([tnNjsJu%])")

@@ -16,8 +16,7 @@ from containers.srun_options import (
     ALIASES,
     SRUN_OPTIONS,
     allocation_notes,
-    early_answer,
-    refused_outright,
+    options_verdict,
     srun_env_options,
 )
 from containers.step_alloc import megabytes
@@ -96,16 +95,9 @@ def parse(
             else:
                 opts[name] = None
             break
-    answer = early_answer(opts)
-    if answer is not None:
-        raise SrunExit([answer], 0, stdout=True)
-    refusal = refused_outright(opts, (env or {}).get("SLURM_JOB_UID", ""))
-    if refusal is not None:
-        raise SrunExit([refusal], 255)
-    if "exclusive" in opts and "overlap" in opts:
-        raise SrunExit(["srun: error: --exclusive and --overlap are mutually exclusive"])
-    if "exact" in opts and "whole" in opts:
-        raise SrunExit(["srun: error: --exact and --whole are mutually exclusive."])
+    verdict = options_verdict(opts, (env or {}).get("SLURM_JOB_UID", ""))
+    if verdict is not None:
+        raise SrunExit(*verdict)
     for name in ("mem", "mem-per-cpu"):
         if name in opts and megabytes(opts[name] or "") is None:
             raise SrunExit([f"srun: error: Invalid --{name} specification"], 255)

@@ -14,7 +14,7 @@ from gateway.compat.clusters import cluster_of
 from gateway.compat.duration import mins_to_str
 from gateway.compat.fmt_common import UNIT_MEGA, convert_num_unit, hostlist_compress
 from gateway.compat.job_fmt_values import JobValues
-from gateway.compat.tres import recorded_gpus
+from gateway.compat.tres import recorded_count, recorded_gpus
 from gateway.model.job import Job, Step, exit_code_pair
 from gateway.model.state import JobState
 from gateway.model.suspension import suspended_seconds
@@ -170,16 +170,11 @@ def _alloc_tres(r: Rec) -> str | None:
         recorded = r.step.extra.get("tres_alloc")
         if recorded is None and r.step.cpus and r.step.nodes:
             batch = r.step.step_id == "batch"
-            mem = _digits(r.step.extra.get("mem_mb", "")) or None  # 0: memory not tracked
+            mem = recorded_count(r.step.extra.get("mem_mb")) or None  # 0: memory not tracked
             gpus = recorded_gpus(r.step.extra.get("gpus"), len(r.step.nodes))
             recorded = r.values.step_tres(r.step.cpus, r.step.nodes, batch, gpus, mem)
         return _tres_display(recorded)
     return _tres_display(r.values.tres_alloc)
-
-
-def _digits(text: str) -> int | None:
-    """A count a local step recorded (its user's file: digits only, else none)."""
-    return int(text) if text.isascii() and text.isdigit() and 0 < len(text) < 16 else None
 
 
 def _tres_display(tres: str | None) -> str | None:

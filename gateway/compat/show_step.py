@@ -11,7 +11,7 @@ from __future__ import annotations
 from gateway.compat.fmt_common import make_time_str
 from gateway.compat.hostlist import compress
 from gateway.compat.job_fields import format_mem
-from gateway.compat.tres import recorded_gpus
+from gateway.compat.tres import recorded_count, recorded_gpus
 from gateway.model.job import Job, Step
 
 __all__ = ["show_step"]
@@ -44,9 +44,8 @@ def show_step(step: Step, job: Job, *, one_liner: bool = False) -> str:
         step_id = f"{job.array_job_id}_{job.array_task_id}.{step.step_id}"
     ex = step.extra
     cpus = step.cpus if numbered else 0
-    mb = ex.get("mem_mb", "")  # (a local step's record is its user's: digits only)
-    valid = mb.isascii() and mb.isdigit() and 0 < len(mb) < 16
-    mem = f"mem={format_mem(int(mb))}," if valid else ""
+    mb = recorded_count(ex.get("mem_mb"))  # (a local step's record is its user's)
+    mem = f"mem={format_mem(mb)}," if mb is not None else ""
     tres = ex.get("tres_alloc") or (
         f"cpu={step.cpus},{_gres(step, job)}{mem.replace('mem=0,', '')}node={len(step.nodes) or 1}"
         if numbered

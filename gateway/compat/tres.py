@@ -27,6 +27,7 @@ __all__ = [
     "TresNames",
     "count_gres",
     "licence_counts",
+    "recorded_count",
     "recorded_gpus",
 ]
 
@@ -82,12 +83,19 @@ def licence_counts(text: str | None) -> Iterable[tuple[str, int]]:
     return [(f"license/{name}", n) for name, n in (license_request(text) or {}).items()]
 
 
+def recorded_count(text: str | None, digits: int = 15) -> int | None:
+    """A count a local step recorded (its user's file): up to `digits` ASCII digits, else
+    None."""
+    if not text or len(text) > digits or not (text.isascii() and text.isdigit()):
+        return None
+    return int(text)
+
+
 def recorded_gpus(text: str | None, nodes: int) -> list[int] | None:
     """The GPUs a local step recorded on each of its `nodes` (`2,1`); None unless it is
     that many small counts (the record is its user's file)."""
     parts = (text or "").split(",")
-    if not text or len(parts) != nodes or len(text) > 8 * nodes:
+    counts = [recorded_count(p, 5) for p in parts]
+    if not text or len(parts) != nodes or None in counts:
         return None
-    if not all(p.isascii() and p.isdigit() and len(p) < 6 for p in parts):
-        return None
-    return [int(p) for p in parts]
+    return [c for c in counts if c is not None]

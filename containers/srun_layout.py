@@ -21,6 +21,7 @@ from containers.srun_options import (
     SRUN_OPTIONS,
     allocation_notes,
     options_verdict,
+    relative_refusal,
     srun_env_options,
 )
 from gateway.compat.getopt import CmdSpec, scan
@@ -345,9 +346,12 @@ def _plan(options: dict[str, str | None], command: tuple[str, ...], env: Mapping
     warnings = [*first, *warnings, *then]
     if fails:
         raise SrunExit(warnings)
+    relative = _number(options["relative"], "relative", 0) if "relative" in options else 0
+    too_far = relative_refusal(relative, count, len(alloc.nodes), "nodes" in options)
+    if too_far:
+        raise SrunExit([*warnings, too_far])
     if any(name not in alloc.nodes for name in wanted):  # slurmctld's, after srun's warnings
         raise SrunExit([*warnings, refused + "Requested node configuration is not available"])
-    relative = _number(options["relative"], "relative", 0) if "relative" in options else 0
     others = [n for n in alloc.nodes[relative:] if n not in wanted]
     chosen = set(wanted) | set(others[: max(count - len(wanted), 0)])
     nodes = tuple(n for n in alloc.nodes if n in chosen)

@@ -19,6 +19,7 @@ __all__ = [
     "VERSION_TEXT",
     "allocation_notes",
     "options_verdict",
+    "relative_refusal",
     "srun_env_options",
 ]
 
@@ -240,14 +241,32 @@ def options_verdict(
 def allocation_notes(options: Mapping[str, str | None]) -> tuple[list[str], list[str], bool]:
     """What srun says of allocation options inside a job, as the test cluster said it:
     lines before the layout's warnings, lines after them, and whether srun then exits 1
-    (`-Z` without `-w`; `--het-group` in a job that is not heterogeneous)."""
+    (`-Z` without `-w`, `-r` with `-Z`, `-w` or `-x`; `--het-group` in a job that is not
+    heterogeneous)."""
     first: list[str] = []
     then: list[str] = []
     if "no-allocate" in options and not options.get("nodelist"):
         first.append("srun: error: must specify a node list with -Z, --no-allocate.")
+    if "no-allocate" in options and "relative" in options:
+        first.append("srun: error: do not specify -r,--relative with -Z,--no-allocate.")
+    if "relative" in options and (options.get("nodelist") or options.get("exclude")):
+        text = "-r,--relative not allowed with -w,--nodelist or -x,--exclude."
+        first.append(f"srun: error: {text}")
     if "begin" in options:
         then.append("srun: error: --begin is ignored because nodes are already allocated.")
     if "het-group" in options:
         text = "No directives to start application on any available hetjob components"
         then.append(f"srun: error: {text}")
     return first, then, bool(first) or "het-group" in options
+
+
+def relative_refusal(relative: int, nodes: int, allocated: int, nodes_set: bool) -> str | None:
+    """srun's `_validate_relative`: the step's first node (`-r`) plus its node count must
+    fit in the allocation; the count is `-N`'s (`nodes_set`) or the job's own."""
+    if relative + nodes <= allocated:
+        return None
+    source = "--nodes" if nodes_set else "SLURM_JOB_NUM_NODES"
+    return (
+        f"srun: error: --relative and {source} option incompatible with count of allocated "
+        f"nodes ({relative}+{nodes}>{allocated})"
+    )

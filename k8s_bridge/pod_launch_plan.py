@@ -17,6 +17,7 @@ from containers.srun_options import (
     SRUN_OPTIONS,
     allocation_notes,
     options_verdict,
+    relative_refusal,
     srun_env_options,
 )
 from containers.step_alloc import megabytes
@@ -243,9 +244,12 @@ def _plan(
     warnings = [*first, *warnings, *then]
     if fails:
         raise SrunExit(warnings)
+    relative = _number(opts["relative"], "relative", 0) if "relative" in opts else 0
+    too_far = relative_refusal(relative, count, len(nodes_all), "nodes" in opts)
+    if too_far:
+        raise SrunExit([*warnings, too_far])
     if any(n not in nodes_all for n in wanted):  # slurmctld's, after srun's warnings
         raise SrunExit([*warnings, refused + "Requested node configuration is not available"])
-    relative = _number(opts["relative"], "relative", 0) if "relative" in opts else 0
     others = [n for n in nodes_all[relative:] if n not in wanted]
     chosen = set(wanted) | set(others[: max(count - len(wanted), 0)])
     nodes = [n for n in nodes_all if n in chosen]

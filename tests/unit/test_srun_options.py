@@ -61,6 +61,18 @@ def _said(argv: list[str], pods_too: bool = True) -> tuple[list[str], int] | tup
         (["--overlap=x", "-n1"], (WARN, "node01")),
         (["-n4", "-N1"], (["srun: error: Unable to create step for job 8: More processors "
                            "requested than permitted"], 1)),
+        # -r past the allocation (2 nodes; the count is -N's or the job's own: 2026-11-27)
+        (["-r1"], (["srun: error: --relative and SLURM_JOB_NUM_NODES option incompatible "
+                    "with count of allocated nodes (1+2>2)"], 1)),
+        (["-r2", "-N1"], (["srun: error: --relative and --nodes option incompatible with "
+                           "count of allocated nodes (2+1>2)"], 1)),
+        (["-r5"], (["srun: error: --relative and SLURM_JOB_NUM_NODES option incompatible "
+                    "with count of allocated nodes (5+2>2)"], 1)),
+        (["-r1", "-n1"], (WARN, "node02")),  # the count is 1 once ntasks has lowered it
+        (["-r0", "-w", "node01"], (["srun: error: -r,--relative not allowed with "
+                                    "-w,--nodelist or -x,--exclude."], 1)),
+        (["-r1", "-x", "node01"], (["srun: error: -r,--relative not allowed with "
+                                    "-w,--nodelist or -x,--exclude."], 1)),
     ],
 )  # fmt: skip
 def test_allocation_options_inside_a_job_as_the_cluster_answered(

@@ -86,7 +86,8 @@ def preempt_line(job: Job, site: SiteDefaults) -> list[str]:
     """slurmctld's PreemptEligibleTime line, for a job that has started while preemption
     is on (never under preempt/none, nor for a pending or requeued job: recorded on the
     burst cluster)."""
-    if site.preempt_exempt_s is None or job.state is JobState.PENDING or not job.start_time:
+    pending = job.state is JobState.PENDING or job.shown_requeued
+    if site.preempt_exempt_s is None or pending or not job.start_time:
         return []
     exempt = site.qos_preempt_exempt.get(job.qos, site.preempt_exempt_s)
     at = slurm_time(int(job.preempt_time)) if job.preempt_time else "None"

@@ -95,7 +95,7 @@ class JobValues:
     def time_used(self, now: float) -> int:
         """`job_time_used`: seconds run so far (pre-suspend time while suspended)."""
         job = self.job
-        if not job.start_time or job.state is JobState.PENDING:
+        if not job.start_time or job.state is JobState.PENDING or job.shown_requeued:
             return 0
         if self.extras.suspend_time is None and job.suspend_time is not None:
             return run_seconds(job, now)  # suspended by the gateway (model/suspension.py)
@@ -105,6 +105,11 @@ class JobValues:
         if self.extras.suspend_time:
             return int(end - self.extras.suspend_time) + self.extras.pre_sus_time
         return int(end) - int(job.start_time)
+
+    @property
+    def restarts(self) -> int:
+        """Restarts: a record being requeued already counts its next run."""
+        return self.job.restart_count + int(self.job.shown_requeued)
 
     # --- size ----------------------------------------------------------------------
     @property

@@ -22,13 +22,13 @@ from gateway.compat.fmt_common import (
     make_time_str,
 )
 from gateway.compat.job_fields import JobIdentity, SiteDefaults, preempt_line, request_fields
-from gateway.compat.job_fmt_values import JobValues, job_values
+from gateway.compat.job_fmt_values import job_values
 from gateway.compat.job_times import own_extras
 from gateway.compat.node_fmt_state import BASE, node_state, node_state_string_complete
 from gateway.model.cluster import ClusterState, Node, Partition
 from gateway.model.job import Job, exit_code_pair
 from gateway.model.state import JobState
-from gateway.model.suspension import expected_end, run_seconds
+from gateway.model.suspension import expected_end
 from gateway.model.values import INFINITE, NO_VAL
 
 __all__ = ["show_job", "show_jobs", "show_node", "show_nodes", "show_partition", "show_partitions"]
@@ -62,20 +62,6 @@ def _end(lines: list[str], one_liner: bool) -> str:
     return sep.join(lines) + sep + ("\n" if one_liner else "\n\n")
 
 
-def _run_time(v: JobValues, now: float) -> int:
-    job = v.job
-    if job.state is JobState.PENDING:
-        return 0
-    if v.extras.suspend_time is None and job.suspend_time is not None:
-        return run_seconds(job, now)  # suspended by the gateway (model/suspension.py)
-    if job.state is JobState.SUSPENDED:
-        return v.extras.pre_sus_time
-    end = now if job.state is JobState.RUNNING or not job.end_time else job.end_time
-    if v.extras.suspend_time:
-        return int(end - v.extras.suspend_time) + v.extras.pre_sus_time
-    return int(end) - int(job.start_time or 0)
-
-
 def _opt(value: int | None) -> str:
     return "*" if value is None else str(value)
 
@@ -93,6 +79,15 @@ def _expected_end(job: Job) -> float:
     if started:  # moved by each resume (the time limit clock stood still meanwhile)
         return expected_end(job, job.time_limit * 60)
     return start + job.time_limit * 60
+
+
+def _start_end(job: Job) -> tuple[float | None, float]:
+    """StartTime and EndTime. A record being requeued is pending to slurmctld, not
+    planned yet: Unknown (burst cluster, KillWait; its scheduler may already have tried
+    it, and then shows now and now + the limit)."""
+    if job.shown_requeued:
+        return None, 0
+    return job.expected_start, job.end_time or _expected_end(job)
 
 
 def _eligible_time(job: Job) -> float | None:
@@ -147,23 +142,21 @@ def show_job(
     lines.append(f"JobState={job.state.long} Reason={reason} Dependency={v.dependency or _NULL}")
     code, sig = exit_code_pair(job.exit_code)
     lines.append(
-        f"Requeue={int(v.requeue)} Restarts={job.restart_count} "
+        f"Requeue={int(v.requeue)} Restarts={v.restarts} "
         f"BatchFlag={int(v.batch_flag)} Reboot=0 ExitCode={code}:{sig}"
     )
     limit = "Partition_Limit" if job.time_limit == NO_VAL else mins_to_str(job.time_limit)
     time_min = mins_to_str(v.time_min) if v.time_min else "N/A"
-    lines.append(f"RunTime={secs_to_str(_run_time(v, now))} TimeLimit={limit} TimeMin={time_min}")
+    lines.append(f"RunTime={secs_to_str(v.time_used(now))} TimeLimit={limit} TimeMin={time_min}")
     lines.append(
         f"SubmitTime={make_time_str(job.submit_time)} "
         f"EligibleTime={make_time_str(_eligible_time(job))}"
     )
     lines.append(f"AccrueTime={make_time_str(ex.accrue_time)}")
-    end = job.end_time or _expected_end(job)
+    start, end = _start_end(job)
     end_text = "Unknown" if job.time_limit == INFINITE and end > now else make_time_str(end)
     deadline = make_time_str(spec.deadline) if spec.deadline else "N/A"
-    lines.append(
-        f"StartTime={make_time_str(job.expected_start)} EndTime={end_text} Deadline={deadline}"
-    )
+    lines.append(f"StartTime={make_time_str(start)} EndTime={end_text} Deadline={deadline}")
     lines.extend(preempt_line(job, site))
     sus_at = ex.suspend_time or job.suspend_time
     suspend = make_time_str(sus_at) if sus_at else "None"

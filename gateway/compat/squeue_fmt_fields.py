@@ -324,7 +324,7 @@ SQUEUE_FIELDS: tuple[SqueueField, ...] = (
     F(None, ("reqswitch",), "REQ_SWITCH", lambda r: str(r.job.spec.switches or 0)),
     F(None, ("requeue",), "REQUEUE", lambda r: str(int(r.values.requeue))),
     F(None, ("resizetime",), "RESIZE_TIME", lambda r: "N/A", cut=False),
-    F(None, ("restartcnt",), "RESTART_COUNT", lambda r: str(r.job.restart_count)),
+    F(None, ("restartcnt",), "RESTART_COUNT", lambda r: str(r.values.restarts)),
     F(None, ("sperboard",), "SOCKETS_PER_BOARD", lambda r: "0"),
     F(None, ("stderr",), "STDERR", _std_err),
     F(None, ("stdin",), "STDIN", lambda r: r.values.stdin_raw),

@@ -209,7 +209,7 @@ def _job(v: JobValues) -> dict[str, JsonValue]:
             "required_nodes": _s(spec.nodelist),
             "requeue": v.requeue,
             "resize_time": 0,
-            "restart_cnt": job.restart_count,
+            "restart_cnt": v.restarts,
             "resv_name": _s(spec.reservation),
             "shared": _SHARED[spec.sharing],
             "show_flags": ["SHOW_ALL", "SHOW_DETAIL", "SHOW_LOCAL"],

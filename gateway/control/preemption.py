@@ -391,7 +391,12 @@ class Preempter:
             victim.killed_at = now
             victim.report_by = now + gw.config.kill_wait_s + _REPORT_MARGIN_S
             out = replace(
-                job, state=JobState.COMPLETING, end_time=now, preempt_time=now, state_desc=None
+                job,
+                state=JobState.COMPLETING,
+                end_time=now,
+                preempt_time=now,
+                state_desc=None,
+                requeuing=victim.mode is Mode.REQUEUE,
             )
             await self._store(out, [StoredEvent(job.job_id, now, "preempt-kill", {})])
             return

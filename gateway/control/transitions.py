@@ -63,6 +63,7 @@ def requeued(job: Job, now: float, delay_s: float = 0) -> Job:
         suspended_s=0,
         suspended_by=None,
         preempt_time=None,
+        requeuing=False,
     )
 
 

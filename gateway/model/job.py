@@ -136,11 +136,20 @@ class Job:
     # preemption (gateway/control/preemption.py), as slurmctld shows it (PreemptTime): when
     # the job was preempted (its GraceTime began), then when it was ended
     preempt_time: float | None = None
+    # a REQUEUE preemption is ending its run (COMPLETING through KillWait): slurmctld has
+    # already requeued the record (pending and completing), so it shows the next run's
+    # Restarts, RunTime 0 and no PreemptTime line (recorded on the burst cluster)
+    requeuing: bool = False
 
     @property
     def is_array_meta(self) -> bool:
         """The record that still holds unstarted tasks of an array."""
         return self.array_job_id != 0 and self.array_task_id is None
+
+    @property
+    def shown_requeued(self) -> bool:
+        """Shown as slurmctld's pending-and-completing record of a requeue (`requeuing`)."""
+        return self.requeuing and self.state is JobState.COMPLETING
 
     @property
     def display_id(self) -> str:

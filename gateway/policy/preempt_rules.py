@@ -19,8 +19,12 @@ Caldera's `Privileged` flag is never a victim. Everything here is pure.
 SUSPEND (the victim is stopped while its preemptor runs on its room, and continues when the
 preemptor ends) is taken under preempt/partition_prio only, and the site's mode must then
 say GANG too, as slurmctld insists ("PreemptMode=SUSPEND requires GANG too"). slurmctld
-also takes SUSPEND,GANG with preempt/qos, where jobs of one partition then share their
-nodes by gang time-slicing; Caldera does no time-slicing, so it refuses that setting
+also takes SUSPEND,GANG with preempt/qos, but then suspends nothing: on the burst test
+cluster (22.05, partitions with OverSubscribe=NO sharing one node, a QOS with
+PreemptMode=suspend listed in the other's Preempt) the higher QOS's job in another
+partition started at once beside the victim, both using the node's CPUs, the victim never
+stopped; one in the victim's own partition waited for it to end (tests/data/
+slurm_preempt_22.05.json). Caldera does not oversubscribe, so it refuses that setting
 rather than do something else under its name. A QOS's own `preemptmode=suspend` is not
 used (the site's mode applies), for the same reason.
 """
@@ -114,7 +118,8 @@ def preempt_config(values: Mapping[str, Any]) -> PreemptConfig:
     if mode is Mode.SUSPEND and kind == "preempt/qos":
         raise ValueError(
             "preempt_mode: SUSPEND is supported with preempt/partition_prio only, not with "
-            "preempt/qos (Slurm would time-slice the jobs of one partition: gang scheduling)"
+            "preempt/qos (slurmctld suspends nothing then: it runs the jobs of different "
+            "partitions side by side on the same CPUs)"
         )
     exempt = values.get("preempt_exempt_time", "0")
     mins = time_str_to_mins(str(exempt))

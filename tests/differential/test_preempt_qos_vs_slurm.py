@@ -2,15 +2,16 @@
 
 The burst cluster gets a temporary slurm.conf (PreemptType=preempt/qos, site PreemptMode
 CANCEL, a partition `pq` on bnode01, restored in a `finally`:
-tests/support/slurm_burst_conf.py) and three QOS in the shared slurmdbd, deleted again
-afterwards: `pqlo` (PreemptMode=CANCEL, GraceTime=3), `pqrq` (PreemptMode=REQUEUE) and
-`pqhi` (Preempt=pqlo,pqrq). A Caldera gateway gets the same partition and QOS through its
-own sacctmgr. The same steps run on both and are reduced to what must agree whatever the
-timing (test_preempt_vs_slurm.py's facts: the victim's states through its QOS's GraceTime
-and KillWait, PreemptTime and EndTime, its batch shell's signals, the sacct rows,
-slurmstepd's line, the preemptor starting after the victim's processes are gone; a
-requeued victim's pending state and records), plus a job of the victim's own QOS, which
-preempts nothing and waits.
+tests/support/slurm_burst_conf.py) and four QOS in the shared slurmdbd, deleted again
+afterwards: `pqlo` (PreemptMode=CANCEL, GraceTime=3), `pqrq` (PreemptMode=REQUEUE), `pqex`
+(PreemptMode=CANCEL, PreemptExemptTime=10 s) and `pqhi` (Preempt=pqlo,pqrq,pqex). A
+Caldera gateway gets the same partition and QOS through its own sacctmgr. The same steps
+run on both and are reduced to what must agree whatever the timing (test_preempt_vs_slurm.py's
+facts: the victim's states through its QOS's GraceTime and KillWait, PreemptTime and
+EndTime, its batch shell's signals, the sacct rows, slurmstepd's line, the preemptor
+starting after the victim's processes are gone; a requeued victim's pending state and
+records), a job of the victim's own QOS, which preempts nothing and waits, and a victim
+inside its QOS's PreemptExemptTime, spared until it has run that long.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,7 @@ from tests.support.slurm_burst_conf import temporary_slurm_conf
 
 pytestmark = [pytest.mark.slurm]
 
+EXEMPT_S = 10
 SLURM_LINES = (
     "PreemptType=preempt/qos",
     "PreemptMode=CANCEL",
@@ -46,7 +49,8 @@ SLURM_LINES = (
 QOS = (
     ["-i", "add", "qos", "pqlo", "PreemptMode=cancel", f"GraceTime={GRACE_S}"],
     ["-i", "add", "qos", "pqrq", "PreemptMode=requeue"],
-    ["-i", "add", "qos", "pqhi", "Preempt=pqlo,pqrq", "Priority=100"],
+    ["-i", "add", "qos", "pqex", "PreemptMode=cancel", f"PreemptExemptTime=00:00:{EXEMPT_S}"],
+    ["-i", "add", "qos", "pqhi", "Preempt=pqlo,pqrq,pqex", "Priority=100"],
 )
 CONFIG = f"""kill_wait_s = {KILL_WAIT_S}
 preempt_type = "preempt/qos"
@@ -71,9 +75,12 @@ def real(slurm_burst_cluster: SlurmClusters) -> Iterator[Side]:
             done = run_on(stack, ["sacctmgr", *argv])
             assert done.returncode == 0, done.stderr
         with temporary_slurm_conf(stack, SLURM_LINES):
-            yield Side(lambda argv, user: run_on(stack, argv, user=user).stdout, stack.jobs_dir)
+            try:
+                yield Side(lambda argv, user: run_on(stack, argv, user=user).stdout, stack.jobs_dir)
+            finally:  # a failed step's requeued victim would start in the next run
+                run_on(stack, ["scancel", "-p", "pq"])
     finally:
-        run_on(stack, ["sacctmgr", "-i", "delete", "qos", "pqhi,pqlo,pqrq"])
+        run_on(stack, ["sacctmgr", "-i", "delete", "qos", "pqhi,pqlo,pqrq,pqex"])
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +143,64 @@ def test_a_job_of_the_same_qos_waits_as_slurm(real: Side, ours: Side) -> None:
     slurm = _same_qos_waits(real)
     assert slurm["running"] == ("RUNNING", "None", "None")
     assert _same_qos_waits(ours) == slurm
+
+
+def _exempt_victim(side: Side) -> dict[str, object]:
+    """A victim whose QOS's PreemptExemptTime has not passed: the preemptor waits for it,
+    then the victim is preempted (CANCEL, no grace) and the preemptor runs."""
+    out = side.run(["sbatch", "--parsable", "-p", "pq", "--qos=pqex", "-c", "2", "-t", "5",
+                    "-o", "/dev/null", "--wrap", "sleep 60"], "tester")  # fmt: skip
+    victim = out.strip().split(";")[0]
+    deadline = time.monotonic() + 60
+    while "RUNNING" not in side.run(["squeue", "-h", "-j", victim, "-o", "%T"], None):
+        assert time.monotonic() < deadline, f"{victim} never ran"
+        time.sleep(0.2)
+    out = side.run(["sbatch", "--parsable", *HIGH, "-c", "2", "-t", "5", "-o", "/dev/null",
+                    "--wrap", "sleep 1"], "tester")  # fmt: skip
+    high = out.strip().split(";")[0]
+    time.sleep(3)  # well inside the exempt time
+
+    def show(ident: str) -> dict[str, str]:
+        return dict(
+            re.findall(r"(\w+)=(\S*)", side.run(["scontrol", "-o", "show", "job", ident], None))
+        )
+
+    early_v, early_h = show(victim), show(high)
+    deadline = time.monotonic() + 60
+    while (late := show(victim)).get("JobState") == "RUNNING":
+        assert time.monotonic() < deadline, f"{victim} never preempted"
+        time.sleep(0.2)
+
+    stamp = datetime.strptime
+    start = stamp(late["StartTime"], "%Y-%m-%dT%H:%M:%S").timestamp()
+    eligible = stamp(late["PreemptEligibleTime"], "%Y-%m-%dT%H:%M:%S").timestamp()
+    preempted = stamp(late["PreemptTime"], "%Y-%m-%dT%H:%M:%S").timestamp()
+    deadline = time.monotonic() + 30
+    while (final := show(victim)).get("JobState") not in ("PREEMPTED", "CANCELLED"):
+        assert time.monotonic() < deadline, f"{victim} never ended"
+        time.sleep(0.2)
+    while show(high).get("JobState") == "PENDING":
+        assert time.monotonic() < deadline, f"{high} never started"
+        time.sleep(0.2)
+    side.run(["scancel", victim, high], None)
+    return {
+        "early": (
+            early_v["JobState"],
+            early_v["PreemptTime"],
+            early_h["JobState"],
+            early_h["Reason"],
+        ),
+        "eligible - start": eligible - start,
+        "preempted after the exempt time": preempted - start >= EXEMPT_S,
+        "final": (final["JobState"], final["Reason"]),
+    }
+
+
+def test_a_victim_inside_its_qos_preempt_exempt_time_is_spared_as_slurm(
+    real: Side, ours: Side
+) -> None:
+    slurm = _exempt_victim(real)
+    assert slurm["early"] == ("RUNNING", "None", "PENDING", "Resources")
+    assert slurm["eligible - start"] == EXEMPT_S
+    assert slurm["preempted after the exempt time"] is True
+    assert _exempt_victim(ours) == slurm

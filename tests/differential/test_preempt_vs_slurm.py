@@ -80,7 +80,10 @@ class Side:
 def real(slurm_burst_cluster: SlurmClusters) -> Iterator[Side]:
     stack = slurm_burst_cluster.burst
     with temporary_slurm_conf(stack, SLURM_LINES):
-        yield Side(lambda argv, user: run_on(stack, argv, user=user).stdout, stack.jobs_dir)
+        try:
+            yield Side(lambda argv, user: run_on(stack, argv, user=user).stdout, stack.jobs_dir)
+        finally:  # a failed step's requeued victim would start 121 s later in the next run
+            run_on(stack, ["scancel", "-p", "pc,pr,ph"])
 
 
 @pytest.fixture(scope="module")
@@ -235,6 +238,31 @@ def requeue_victim(
     return facts
 
 
+def requeue_in_kill_wait(
+    side: Side, low: Sequence[str] = ("-p", "pr"), high: Sequence[str] = ("-p", "ph")
+) -> dict[str, object]:
+    """A REQUEUE victim whose TERM trap keeps it through KillWait, as it is shown then:
+    slurmctld has already requeued the record (pending and completing)."""
+    victim, ts, out = _victim(side, low, trap=True, tag="k")
+    high_job, stamp = _preemptor(side, "k", high)
+    _follow(side, victim, lambda s: s.get("JobState") == "COMPLETING")
+    time.sleep(1.5)  # inside KillWait (5 s): the view is settled
+    view = _show(side, victim)
+    # (StartTime: Unknown here, `now` when recorded without bf_interval=1: timing)
+    facts: dict[str, object] = {
+        "in KillWait": (view["JobState"], view["Reason"], view["Restarts"], view["RunTime"]),
+        "preempt line": "PreemptTime" in view,
+        "nodes": (view["NodeList"] != "(null)", view["NumNodes"]),
+        "squeue": side.run(["squeue", "-h", "-j", victim, "-o", "%t %M %r"], None).strip(),
+    }
+    final = _follow(side, victim, lambda s: s.get("JobState") == "PENDING")[-1]
+    facts["then"] = (final["JobState"], final["Restarts"])
+    side.run(["scancel", victim, high_job], None)
+    for path in (ts, out, stamp):
+        path.unlink(missing_ok=True)
+    return facts
+
+
 def _ends_in_grace(side: Side) -> dict[str, object]:
     """A CANCEL victim with GraceTime whose srun step dies of the grace's SIGTERM and whose
     script then ends by itself, inside the grace (the common shape: `srun prog; ...`)."""
@@ -286,6 +314,13 @@ def test_requeue_agrees_with_slurm(real: Side, ours: Side) -> None:
         "<id>|PENDING|0:0",
     ]
     assert requeue_victim(ours) == slurm
+
+
+def test_a_requeue_victim_in_kill_wait_is_shown_as_slurm_shows_it(real: Side, ours: Side) -> None:
+    slurm = requeue_in_kill_wait(real)
+    assert slurm["in KillWait"] == ("COMPLETING", "None", "1", "00:00:00")
+    assert slurm["preempt line"] is False
+    assert requeue_in_kill_wait(ours) == slurm
 
 
 def test_a_victim_ending_by_itself_in_its_grace_agrees_with_slurm(real: Side, ours: Side) -> None:

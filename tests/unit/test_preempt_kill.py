@@ -8,6 +8,7 @@ a REQUEUE victim's ended run kept as PREEMPTED at its kill; PreemptEligibleTime 
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any, cast
@@ -15,8 +16,10 @@ from typing import Any, cast
 from gateway.backend.capabilities import Capabilities, PreemptsRuns
 from gateway.compat.job_fields import SiteDefaults, preempt_line, slurm_time
 from gateway.compat.sacct_fmt_fields import accounted_exit_code
+from gateway.compat.show_fmt import show_job
+from gateway.compat.squeue_fmt import SqueueOptions, render_squeue
 from gateway.control.preemption import Preempter, _Victim
-from gateway.control.transitions import ended
+from gateway.control.transitions import ended, requeued
 from gateway.model.job import Job
 from gateway.model.state import JobState
 from gateway.policy.preempt_rules import Mode, PreemptConfig
@@ -70,6 +73,7 @@ def _preempter(victim: Job, runs: _Runs) -> tuple[Preempter, dict[str, Any]]:
         committer=SimpleNamespace(commit=commit),
         commit_or_log=commit_or_log,
         ended=lambda job, state, code=0: ended(job, state, stored.get("now", T0), code),
+        requeued=lambda job, wait=False: requeued(job, stored.get("now", T0), 121 if wait else 0),
         ended_runs=lambda keys: None,
         metrics=SimpleNamespace(preempted=lambda cluster, mode: None),
         wake=lambda: None,
@@ -142,3 +146,46 @@ def test_scontrol_shows_preempt_eligible_time_only_while_preemption_is_on() -> N
     ]
     pending = make_job(2).state(JobState.PENDING).build()
     assert preempt_line(pending, site) == []  # pending (or requeued): no line
+
+
+def test_a_requeue_victim_in_kill_wait_shows_its_next_run_as_slurmctld() -> None:
+    """Recorded (requeue_trap_and_rerun) and live: COMPLETING through KillWait with
+    Restarts already 1, RunTime 00:00:00, no PreemptTime line, StartTime and EndTime not
+    planned; then pending with Restarts 1 and the mark gone."""
+    victim = replace(make_job(1).state(JobState.RUNNING).build(), start_time=T0 - 30)
+    victim = replace(victim, time_limit=5)
+    runs = _Runs()
+    pre, _ = _preempter(victim, runs)
+    pre.victims[1] = _Victim(1, 0, 2, Mode.REQUEUE, T0)
+    asyncio.run(pre.tick())
+    job = pre.gw.jobs[1]
+    assert (job.state, job.restart_count, job.requeuing) == (JobState.COMPLETING, 0, True)
+    site = SiteDefaults(preempt_exempt_s=0)
+    text = show_job(job, now=T0 + 2, site=site)
+    fields = dict(re.findall(r"(\w+)=(\S*)", text))
+    assert (fields["JobState"], fields["Restarts"], fields["RunTime"]) == (
+        "COMPLETING",
+        "1",
+        "00:00:00",
+    )
+    assert (fields["StartTime"], fields["EndTime"]) == ("Unknown", "Unknown")
+    assert "PreemptTime" not in text
+    opts = SqueueOptions(format="%t %M", noheader=True, site=site)
+    assert render_squeue([job], opts, now=T0 + 2) == "CG 0:00\n"
+
+    runs.status = 15
+    asyncio.run(pre.tick())
+    again = pre.gw.jobs[1]
+    assert (again.state, again.restart_count, again.requeuing) == (JobState.PENDING, 1, False)
+    assert not again.shown_requeued
+
+
+def test_a_cancel_victim_in_kill_wait_keeps_its_run() -> None:
+    victim = replace(make_job(1).state(JobState.RUNNING).build(), start_time=T0 - 30)
+    pre, _ = _preempter(victim, _Runs())
+    pre.victims[1] = _Victim(1, 0, 2, Mode.CANCEL, T0)
+    asyncio.run(pre.tick())
+    text = show_job(pre.gw.jobs[1], now=T0 + 2, site=SiteDefaults(preempt_exempt_s=0))
+    fields = dict(re.findall(r"(\w+)=(\S*)", text))
+    assert (fields["Restarts"], fields["RunTime"]) == ("0", "00:00:30")
+    assert fields["PreemptTime"] == slurm_time(int(T0))

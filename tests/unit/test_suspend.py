@@ -214,7 +214,7 @@ def test_preempt_mode_suspend_needs_gang_and_partition_prio() -> None:
     ok = preempt_config({"preempt_type": "preempt/partition_prio", "preempt_mode": "SUSPEND,GANG"})
     assert ok.mode is Mode.SUSPEND
     assert f"PreemptMode={mode_text(ok.mode)}" in conf[2]["scontrol show partition lo"]
-    with pytest.raises(ValueError, match="preempt/qos"):  # slurmctld would time-slice
+    with pytest.raises(ValueError, match="preempt/qos"):  # slurmctld would oversubscribe
         preempt_config({"preempt_type": "preempt/qos", "preempt_mode": "SUSPEND,GANG"})
     assert parse_mode("partition lo", "GANG,SUSPEND") is Mode.SUSPEND
     assert parse_mode("partition lo", "SUSPEND") is Mode.SUSPEND  # a partition's own mode

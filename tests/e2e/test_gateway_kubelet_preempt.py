@@ -7,7 +7,8 @@ freed nodes, and the two jobs' pods never run on one node at once. The grace is 
 deletion's: the victim's pods are deleted with gracePeriodSeconds = GraceTime x time_scale
 (k8s_bridge/graceful.py).
 REQUEUE: the same grace, then the victim runs again after the preemptor, never two of its
-runs at once.
+runs at once. Both in Caldera's own gang mode and with one Volcano Job per run
+(`volcano-job`), whose controller makes a deleted pod again unless told otherwise.
 """
 
 from __future__ import annotations
@@ -51,17 +52,22 @@ def base() -> Iterator[Path]:
     yield from shared_tree("caldera-e2e-kubelet-preempt-")
 
 
-@pytest.fixture(scope="module")
-def gw(kubelet_env: KubeletEnv, ns: str, base: Path) -> Iterator[Gateway]:
+@pytest.fixture(scope="module", params=["caldera", "volcano-job"])
+def gw(
+    request: pytest.FixtureRequest, kubelet_env: KubeletEnv, ns: str, base: Path
+) -> Iterator[Gateway]:
+    """Caldera's binder, or one Volcano Job per run (whose controller, left alone, would
+    make a deleted pod again: the victim's pods must not come back)."""
     config = cluster_config(
         kubelet_env,
         ns,
         base,
+        mode=request.param,
         kill_wait_s=KILL_WAIT_S,
         top=f'time_scale = {TIME_SCALE}\npreempt_type = "preempt/qos"\n',
         cluster="allow_host_mounts = true\n",
     )
-    gw = start_gateway(base / "gw", config)
+    gw = start_gateway(base / f"gw-{request.param}", config)
     try:
         yield gw
     finally:

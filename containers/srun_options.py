@@ -197,7 +197,7 @@ def srun_env_options(env: Mapping[str, str]) -> dict[str, str | None]:
 
 # what srun prints for --version (upstream's name; Debian's build says slurm-wlm);
 # gateway/compat/options_help.py's sbatch says the same (tests/unit/test_srun_options.py)
-VERSION_TEXT = "slurm 22.05.8"
+VERSION_TEXT = "slurm-wlm 22.05.8"
 
 
 def _spelled(name: str, short: str | None, arg: str) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.cli.common import GatewayError, call
+from gateway.compat.options_help import version_text
 
 __all__ = ["sacctmgr_main", "sprio_main", "sshare_main"]
 
@@ -89,13 +90,31 @@ def sacctmgr_main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _version_asked(argv: Sequence[str]) -> bool:
+    """`-V` or `--version` among the options (before `--`): the version, nothing else."""
+    for word in argv:
+        if word == "--":
+            return False
+        if word == "--version" or (word.startswith("-V") and not word.startswith("--")):
+            return True
+    return False
+
+
 def sshare_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `sshare`."""
-    answer = _run("sshare", "/v1/policy/sshare", list(sys.argv[1:] if argv is None else argv))
+    args = list(sys.argv[1:] if argv is None else argv)
+    if _version_asked(args):
+        sys.stdout.write(version_text())
+        return 0
+    answer = _run("sshare", "/v1/policy/sshare", args)
     return 1 if answer is None else _print(answer)
 
 
 def sprio_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `sprio`."""
-    answer = _run("sprio", "/v1/policy/sprio", list(sys.argv[1:] if argv is None else argv))
+    args = list(sys.argv[1:] if argv is None else argv)
+    if _version_asked(args):
+        sys.stdout.write(version_text())
+        return 0
+    answer = _run("sprio", "/v1/policy/sprio", args)
     return 1 if answer is None else _print(answer)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from gateway.cli.common import GatewayError, call, site_from, write_out
 from gateway.cli.opts import CmdOption, CmdUsageError, ParsedCmd, parse_command
 from gateway.compat.begin import TimeSpecError, parse_time
-from gateway.compat.options_help import SLURM_COMPAT_VERSION
+from gateway.compat.options_help import version_text
 from gateway.compat.sacct_fmt import SacctFieldError, SacctOptions, render_sacct
 from gateway.model.codec import job_from_dict, step_from_dict
 from gateway.model.job import Job, Step
@@ -200,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             exits=frozenset({"version"}),
         )
         if opts.exit_option == "version":
-            sys.stdout.write(f"slurm {SLURM_COMPAT_VERSION}\n")
+            sys.stdout.write(version_text())
             return 0
         if opts.flag("help") or opts.flag("usage") or opts.flag("helpformat"):
             sys.stdout.write("Usage: sacct [OPTIONS]\n")

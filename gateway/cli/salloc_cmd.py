@@ -100,9 +100,9 @@ _TERMINAL = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, sign
 _ALIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED")
 
 
-def _sbatch(args: Sequence[str], prog: str, command: str) -> tuple[int, str, str]:
-    """sbatch --parsable with these words for an allocation recording `command`, its
-    messages as `prog`'s."""
+def _sbatch(args: Sequence[str], prog: str, command: str) -> tuple[int, str, str, str]:
+    """sbatch --parsable with these words for an allocation recording `command`: its exit
+    code, the job id, and its stdout and stderr as `prog`'s."""
     from gateway.cli.sbatch_cmd import allocate
 
     out, err = io.StringIO(), io.StringIO()
@@ -111,6 +111,7 @@ def _sbatch(args: Sequence[str], prog: str, command: str) -> tuple[int, str, str
     return (
         code,
         out.getvalue().strip().split(";")[0],
+        out.getvalue().replace("sbatch", prog),
         err.getvalue().replace("sbatch: ", f"{prog}: "),
     )
 
@@ -282,12 +283,16 @@ def run_allocation(
         named = any(o.startswith(("-J", "--job-name")) for o in options)
         name_args = [] if named else ["--job-name", name]
         sig = _Signals(forward=step)
-        rc, job_id, err = _sbatch(
+        rc, job_id, out, err = _sbatch(
             [*name_args, *options, "-o", "/dev/null", "--wrap", holder], prog, recorded
         )
         if rc != 0:
             sys.stderr.write(err)
             return 1
+        if not job_id.isdigit():  # --version, --help, --usage: answered, nothing allocated
+            sys.stdout.write(out)
+            sys.stderr.write(err)
+            return 0
 
         def say(text: str) -> None:
             if not step:

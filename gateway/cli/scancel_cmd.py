@@ -12,7 +12,7 @@ from gateway.cli.client import ApiError, Client, GatewayUnavailable
 from gateway.cli.opts import CmdOption, CmdUsageError, ParsedCmd, parse_command
 from gateway.cli.progress import Ticker
 from gateway.compat.cnum import to_uint16
-from gateway.compat.options_help import SLURM_COMPAT_VERSION
+from gateway.compat.options_help import version_text
 from gateway.compat.quantity import signal_name_to_num
 from gateway.compat.slurm_errors import SlurmErrno
 
@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(_USAGE)
         return 0
     if opts.exit_option == "version":
-        sys.stdout.write(f"slurm {SLURM_COMPAT_VERSION}\n")
+        sys.stdout.write(version_text())
         return 0
     signal: int | None = None
     if opts.text("signal") is not None:

@@ -25,7 +25,7 @@ from gateway.compat.begin import TimeSpecError, parse_time
 from gateway.compat.cnum import parse_uint32, strtol
 from gateway.compat.duration import time_str_to_mins
 from gateway.compat.job_list_order import list_order
-from gateway.compat.options_help import SLURM_COMPAT_VERSION
+from gateway.compat.options_help import version_text
 from gateway.model.job import Job
 from gateway.model.values import NO_VAL
 
@@ -441,7 +441,7 @@ def _run(words: list[str], oneliner: bool, cluster: str | None = None) -> int:
         if _is(cmd, op, shortest):
             return _control(op, rest)
     if cmd in ("version",):
-        write_out(f"slurm {SLURM_COMPAT_VERSION}\n")
+        write_out(version_text())
         return 0
     raise _Fail(f"invalid keyword: {words[0]}")
 
@@ -477,7 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write("Usage: scontrol [<OPTION>] [<COMMAND>]\n")
         return 0
     if opts.exit_option == "version":
-        sys.stdout.write(f"slurm {SLURM_COMPAT_VERSION}\n")
+        sys.stdout.write(version_text())
         return 0
     try:
         cluster = _one_cluster(opts.text("clusters"))

@@ -11,7 +11,7 @@ from gateway.cli.node_view import nodes_view, partition_extras
 from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
 from gateway.compat.clusters import ClusterSelectError, blocks, choose_clusters, split_state
 from gateway.compat.fmt_common import NodeExtras
-from gateway.compat.options_help import SLURM_COMPAT_VERSION
+from gateway.compat.options_help import version_text
 from gateway.compat.sinfo_fmt import render_sinfo
 from gateway.compat.sinfo_fmt_group import SinfoOptions
 from gateway.model.cluster import ClusterState
@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write("Usage: sinfo [OPTIONS]\n")
         return 0
     if opts.exit_option == "version":
-        sys.stdout.write(f"slurm {SLURM_COMPAT_VERSION}\n")
+        sys.stdout.write(version_text())
         return 0
     try:
         data = call("GET", "/v1/nodes")

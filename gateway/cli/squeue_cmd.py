@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gateway.cli.opts import CmdOption, CmdUsageError, ParsedCmd, parse_command
-from gateway.compat.options_help import SLURM_COMPAT_VERSION
+from gateway.compat.options_help import version_text
 from gateway.model.state import JobState
 
 if TYPE_CHECKING:
@@ -237,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(_USAGE)
             return 0
         if opts.exit_option == "version":
-            sys.stdout.write(f"slurm {SLURM_COMPAT_VERSION}\n")
+            sys.stdout.write(version_text())
             return 0
         _operands(opts)
         states, all_states = _states(opts.text("states"))

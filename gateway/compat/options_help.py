@@ -7,6 +7,8 @@ from gateway.compat.optypes import Origin, Section
 __all__ = ["SLURM_COMPAT_VERSION", "gres_help", "help_text", "usage_text", "version_text"]
 
 SLURM_COMPAT_VERSION = "22.05.8"  # the Slurm release whose behaviour Caldera reproduces
+# the package name its `--version` prints: Debian's build (the test clusters') says slurm-wlm
+SLURM_PACKAGE = "slurm-wlm"
 
 
 def help_text() -> str:
@@ -56,8 +58,8 @@ def usage_text() -> str:
 
 
 def version_text() -> str:
-    """`sbatch --version`: the Slurm release Caldera is compatible with."""
-    return f"slurm {SLURM_COMPAT_VERSION}\n"
+    """`sbatch --version` (every command's): the Slurm release Caldera is compatible with."""
+    return f"{SLURM_PACKAGE} {SLURM_COMPAT_VERSION}\n"
 
 
 def gres_help(names: tuple[str, ...] | None = None) -> str:

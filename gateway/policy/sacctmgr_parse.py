@@ -13,10 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from gateway.compat.options_help import version_text
 from gateway.policy.printfields import Mode
 from gateway.policy.values import SacctmgrError
 
-__all__ = ["Entity", "Pair", "Request", "Verb", "keyword", "parse_argv"]
+__all__ = ["VERSION", "Entity", "Pair", "Request", "Verb", "keyword", "parse_argv"]
+
+VERSION = version_text().rstrip("\n")  # `sacctmgr -V` / `--version`, as every command
 
 
 class Verb(Enum):
@@ -136,6 +139,7 @@ _LONG = {
     "--parsable2": "parsable2",
     "--quiet": "quiet",
     "--verbose": "verbose",
+    "--version": "version",
     "--readonly": "readonly",
     "--associations": "",
     "--oneliner": "",
@@ -193,7 +197,7 @@ def parse_argv(argv: Sequence[str]) -> Request:
     """The request, or SacctmgrError with sacctmgr's message."""
     opts, words = _options(argv)
     if opts.get("version"):
-        raise SacctmgrError("slurm 22.05.8")  # printed on stdout by the caller
+        raise SacctmgrError(VERSION)  # printed on stdout by the caller
     if not words:
         raise SacctmgrError(
             "sacctmgr: error: no command given (Caldera's sacctmgr has no interactive mode)"

@@ -25,7 +25,7 @@ from gateway.policy.preempt_rules import preempt_config
 from gateway.policy.priority import BasicCounter, Factors, PriorityConfig
 from gateway.policy.refresh import compute_priorities, fair_shares
 from gateway.policy.sacctmgr_apply import apply_change
-from gateway.policy.sacctmgr_parse import Verb, parse_argv
+from gateway.policy.sacctmgr_parse import VERSION, Verb, parse_argv
 from gateway.policy.sacctmgr_show import show
 from gateway.policy.shares import SshareError, compute_shares, parse_sshare, render_sshare
 from gateway.policy.sprio import SprioError, SprioRow, parse_sprio, render_sprio
@@ -137,7 +137,7 @@ class PolicyService:
         try:
             req = parse_argv(argv)
         except SacctmgrError as exc:
-            if exc.message == "slurm 22.05.8":
+            if exc.message == VERSION:
                 return Answer(exc.message + "\n", "", 0)
             return Answer("", exc.message + "\n", 1)
         if req.verb is Verb.SHOW:

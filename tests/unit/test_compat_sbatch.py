@@ -205,7 +205,7 @@ def test_invalid_array_is_refused_like_slurmctld() -> None:
 def test_help_and_version_exit_early() -> None:
     with pytest.raises(EarlyExit) as info:
         parse(["--version"])
-    assert info.value.stdout == "slurm 22.05.8\n"
+    assert info.value.stdout == "slurm-wlm 22.05.8\n"  # Debian's build, as the test cluster
     with pytest.raises(EarlyExit):
         parse(["--gres=help"])
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from containers.docker_runner import job_labels, parse_mounts
+from containers.gpu_request import job_gpus_of
 from containers.launching import SHIMS_DIR_VAR, SRUN_DIR_VAR, shims_dir
 from containers.proc import login_environment
 from containers.spool import ContainerPlan, JobPlan
@@ -158,16 +159,7 @@ def plan_job(launch: Launch, jobdir: Path, node: NodeSettings) -> JobPlan:
 
 def _job_gpus(launch: Launch) -> JobGpus:
     """The job's GPU request and the GPUs it holds on each node, for its steps."""
-    spec = launch.job.spec
-    items = [g for g in (*spec.gres, *spec.gpus_per_node) if g.name == "gpu"]
-    typed = [g.type for g in (*items, *spec.gpus, *spec.gpus_per_task) if g.type]
-    return JobGpus(
-        typed[0] if typed else None,
-        per_node=max((g.count for g in items), default=0),
-        per_job=sum(g.count for g in spec.gpus),
-        per_task=max((g.count for g in spec.gpus_per_task), default=0),
-        nodes={p.node: p.gpus for p in launch.placement},
-    )
+    return job_gpus_of(launch.job.spec, {p.node: p.gpus for p in launch.placement})
 
 
 def _docker_host_from_env() -> str | None:

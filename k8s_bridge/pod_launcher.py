@@ -41,7 +41,14 @@ from typing import Any, BinaryIO
 if os.path.isdir("/caldera/launch/lib/k8s_bridge"):  # in a pod: the modules beside us
     sys.path.insert(0, "/caldera/launch/lib")
 from containers.multi_prog import MultiProgError, multi_prog
-from containers.srun_claim import claim_step, job_share, step_ask
+from containers.srun_claim import (
+    JOB_GPUS_VAR,
+    STEP_GPU_VARS,
+    claim_step,
+    gpu_env,
+    job_share,
+    step_ask,
+)
 from containers.step_alloc import JobShare
 from containers.step_book import Claimed
 from containers.step_rules import recorded_state, recorded_status
@@ -359,6 +366,8 @@ def _run(
     files = task_files(opts, ranks_node, nodes, step_id, env, cwd)
     out = _Output(len(str(ntasks - 1)) if "label" in opts else None, files)
     started = time.time()
+    # the step's own GPUs in each of its pods (of the pod's 0..k-1), when the job holds some
+    gpus = claimed.grant.gpus if JOB_GPUS_VAR in env else None
 
     def one(rank: int) -> None:
         task_environ = task_env(
@@ -370,6 +379,11 @@ def _run(
             cpus_per_task=cpt if "cpus-per-task" in opts else None,
             opts=opts,
         )
+        if gpus is not None:
+            nodeid = nodes.index(ranks_node[rank])
+            for name in STEP_GPU_VARS:
+                task_environ.pop(name, None)
+            task_environ.update(gpu_env(gpus[nodeid] if nodeid < len(gpus) else ()))
         try:
             argv = command if programs is None else programs[rank]
             statuses[rank] = tasks[rank].run(argv, task_environ, cwd, out, rank)

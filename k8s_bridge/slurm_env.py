@@ -9,15 +9,18 @@ then gets its own SLURM_NODEID, SLURMD_NODENAME/HOSTNAME and the ids of the firs
 placed on it (SLURM_PROCID/SLURM_LOCALID/SLURM_GTIDS): rank 0 runs the batch step as task 0,
 as in Slurm; srun/mpirun started from it give the other tasks their own ids.
 
-GPU indices are not exported: inside a pod the device plugin numbers the pod's GPUs from 0
-(NVIDIA_VISIBLE_DEVICES), so the gateway's node-level indices would be wrong there.
-Pure functions, no IO.
+GPU indices are the pod's own: inside a pod the device plugin numbers its GPUs from 0
+(CUDA_VISIBLE_DEVICES=0,1,...), so the gateway's node-level indices would be wrong there;
+the job's steps share each pod's 0..k-1 as a local job's steps share a node's
+(CALDERA_JOB_GPUS, containers/srun_claim.py). Pure functions, no IO.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from containers.gpu_request import job_gpus_of
+from containers.srun_claim import JOB_GPUS_VAR
 from gateway.compat.job_env import batch_environment
 from gateway.model.backend import Launch
 from gateway.model.job import Job, RankPlacement
@@ -116,6 +119,9 @@ def job_environment(
     gpus = shares[0].gpus if shares else 0
     if gpus:
         env["SLURM_GPUS_ON_NODE"] = str(gpus)
+    if any(s.gpus for s in shares):  # what the job's sruns share between their steps
+        held = {names.pod(rank): tuple(range(s.gpus)) for rank, s in enumerate(shares)}
+        env[JOB_GPUS_VAR] = job_gpus_of(req.spec, held).render()
     env.update(
         {
             "CALDERA_HOSTFILE": HOSTFILE_PATH,

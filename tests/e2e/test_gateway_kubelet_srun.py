@@ -224,6 +224,43 @@ def test_steps_share_the_gang_s_cpus_as_slurm_steps_share_a_job_s(
     assert_nothing_left(kube, ns)
 
 
+GPU_STEPS = """#!/bin/sh
+srun -n1 --exact --gres=gpu:1 sh -c 'echo "a $CUDA_VISIBLE_DEVICES"; sleep 4' &
+sleep 1
+srun -n1 --exact --gres=gpu:1 sh -c 'echo "b $CUDA_VISIBLE_DEVICES"'
+srun -n1 --exact sh -c 'echo "c $CUDA_VISIBLE_DEVICES $SLURM_STEP_GPUS"'
+wait
+"""
+
+
+def test_steps_hold_the_pod_s_gpus_as_slurm_steps_hold_a_job_s(
+    gw: Gateway, kubelet_env: KubeletEnv, ns: str, home: Path
+) -> None:
+    """A job holding its node's GPUs (the device plugin's, numbered 0..k-1 in the pod): a
+    one-GPU step sees GPU 0, the next one at once GPU 1, and a step with no GPU option
+    takes the job's own request (every GPU), so it waits for the first to end, as
+    slurmctld's `_copy_job_tres_to_step` and `_step_alloc` do (tests/differential/
+    test_step_resources_vs_slurm.py compares the same rules with the real cluster)."""
+    gpus = kubelet_env.gpus_per_node
+    assert gpus == 2, "the scenario is written for two GPUs per node"
+    kube: KubeClient = admin_client(kubelet_env.k8s)
+    (home / "gpus.sh").write_text(GPU_STEPS)
+    job = gw.sbatch(
+        "-p", kubelet_env.partition, "-N1", "-n2", f"--gres=gpu:{gpus}", "gpus.sh",
+        cwd=home, user="tester",
+    )  # fmt: skip
+    gw.wait(job, timeout=180)
+    out = (home / f"slurm-{job}.out").read_text()
+    assert out.splitlines() == [
+        "a 0",
+        "b 1",
+        f"srun: Job {job} step creation temporarily disabled, retrying (Requested nodes are busy)",
+        f"srun: Step created for job {job}",
+        "c 0,1 0,1",
+    ], out
+    assert_nothing_left(kube, ns)
+
+
 TERM_SCRIPT = """#!/bin/sh
 srun -N 2 --ntasks-per-node=1 sh -c 'trap "sleep 1; echo TERM $SLURM_PROCID $(hostname) \
 >term.$SLURM_PROCID; exit 0" TERM; touch ready.$SLURM_PROCID; while :; do sleep 0.1; done'

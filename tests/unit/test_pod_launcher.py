@@ -267,7 +267,11 @@ def test_task_environment_matches_the_local_runner() -> None:
 
 
 def _srun(
-    tmp_path: Path, port: int, *argv: str, token: bytes = TOKEN
+    tmp_path: Path,
+    port: int,
+    *argv: str,
+    token: bytes = TOKEN,
+    extra: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     link = tmp_path / "srun"
     if not link.exists():
@@ -284,6 +288,7 @@ def _srun(
         "CALDERA_HOSTS_FILE": str(tmp_path / "hosts"),
         "CALDERA_HOSTS_WAIT": "2",
         "CALDERA_STEP_LOG": str(tmp_path / "termination-log"),
+        **(extra or {}),
     }
     (tmp_path / "termination-log").touch()
     return subprocess.run(
@@ -309,6 +314,31 @@ def test_srun_runs_every_task_with_its_ids(agent: int, tmp_path: Path) -> None:
     ]
     again = _srun(tmp_path, agent, "-N", "2", "sh", "-c", show)
     assert sorted(again.stdout.splitlines()) == ["0 0 0 1 caldera-42-0", "1 0 1 1 caldera-42-1"]
+
+
+def test_steps_hold_the_pods_gpus_as_a_local_jobs_steps_hold_a_nodes(
+    agent: int, tmp_path: Path
+) -> None:
+    """The job holds each pod's GPUs 0..k-1 (CALDERA_JOB_GPUS, k8s_bridge/slurm_env.py): a
+    step's tasks see only the step's share of their pod's, and two steps running at once
+    on one pod get different GPUs (slurmctld's `_step_alloc`, as the local runner)."""
+    held = '{"nodes":{"caldera-42-0":[0,1],"caldera-42-1":[0,1]},"per_job":0,'
+    held += '"per_node":2,"per_task":0,"type":null}'
+    extra = {"CALDERA_JOB_GPUS": held, "CUDA_VISIBLE_DEVICES": "0,1"}
+    show = "echo $SLURMD_NODENAME $CUDA_VISIBLE_DEVICES $SLURM_STEP_GPUS $SLURM_GPUS_ON_NODE"
+    one = _srun(tmp_path, agent, "-N2", "--gres=gpu:1", "sh", "-c", show, extra=extra)
+    assert one.returncode == 0, one.stderr
+    assert sorted(one.stdout.splitlines()) == ["caldera-42-0 0 0 1", "caldera-42-1 0 0 1"]
+    both = _srun(tmp_path, agent, "-N2", "sh", "-c", show, extra=extra)  # the job's own ask
+    assert sorted(both.stdout.splitlines()) == ["caldera-42-0 0,1 0,1 2", "caldera-42-1 0,1 0,1 2"]
+    srun = tmp_path / "srun"
+    script = (
+        f"for i in 1 2; do {sys.executable} {srun} -w caldera-42-0 -n1 --exact --gres=gpu:1 "
+        "sh -c 'echo $CUDA_VISIBLE_DEVICES; sleep 1' & done; wait"
+    )
+    done = _srun(tmp_path, agent, "-w", "caldera-42-0", "-N1", "-n1", "--overlap", "--gres=none",
+                 "sh", "-c", script, extra=extra)  # fmt: skip
+    assert sorted(done.stdout.split()) == ["0", "1"], done.stderr
 
 
 def test_srun_exit_code_is_the_highest_and_failures_are_reported(

@@ -34,7 +34,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from containers.multi_prog import MultiProgError, multi_prog
-from containers.srun_claim import STEP_GPU_VARS, claim_step, gpu_env, job_share, step_ask
+from containers.srun_claim import (
+    STEP_GPU_VARS,
+    claim_step,
+    gpu_env,
+    job_share,
+    step_ask,
+    tres_per_node,
+)
 from containers.srun_io import (
     KILL_WAIT_VAR,
     describe_failures,
@@ -223,6 +230,8 @@ def run_step(argv: Sequence[str], env: dict[str, str]) -> int:
         base_record.update(cpus=grant.alloc_cpus, start_time=time.time())
         extra = {"srun_pid": str(os.getpid()), "dist": _distribution(step)}
         base_record["extra"] = {**extra, "mem_mb": str(grant.alloc_mem_mb)}
+        if tres := tres_per_node(step.options):
+            base_record["extra"]["tres_per_node"] = tres
         if share.gpus:
             counts = [len(g) for g in grant.gpus] or [0] * len(grant.hold.nodes)
             base_record["extra"]["gpus"] = ",".join(map(str, counts))

@@ -143,6 +143,16 @@ def gpu_ask(options: Mapping[str, str | None], job: JobGpus | None) -> GpuAsk | 
     return own if job.nodes and own != GpuAsk() else None
 
 
+def tres_per_node(options: Mapping[str, str | None]) -> str | None:
+    """The step's `--gres` as slurmctld keeps it (squeue -s %b): each item prefixed
+    `gres:` (`gpu:1` -> `gres:gpu:1`); None without it or with `--gres=none`."""
+    gres = (options.get("gres") or "").strip()
+    if not gres or gres.lower() == "none":
+        return None
+    items = [i if i.startswith(("gres:", "gres/")) else f"gres:{i}" for i in gres.split(",") if i]
+    return ",".join(items) or None
+
+
 def gpu_env(gpus: Sequence[int] | None) -> dict[str, str]:
     """What the gres/gpu plugin sets in a task for its node's share of the step's GPUs
     (SLURM_JOB_GPUS stays the job's); an empty dict for no GPUs (the caller unsets)."""

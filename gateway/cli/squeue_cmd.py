@@ -249,6 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("\n".join(exc.lines) + "\n")
         return 1
     json_out = opts.flag("json") or opts.flag("yaml")
+    if (fmt := opts.text("format")) and not json_out:
+        _format_errors(fmt, "steps" in opts.values)
     if opts.text("clusters") is not None and not json_out and "steps" not in opts.values:
         return _render_clusters(opts, states, all_states, users, job_ids)
     if json_out or "steps" not in opts.values:
@@ -277,6 +279,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _write(answer[1], sys.stderr)
             return answer[2]
     return _render_here(opts, states, all_states, users, job_ids)
+
+
+def _format_errors(fmt: str, steps: bool) -> None:
+    """squeue's line for each letter its format does not know, said while parsing."""
+    if "%" not in fmt:
+        return
+    from gateway.compat.squeue_fmt import format_errors
+    from gateway.compat.squeue_steps import STEP_LETTERS
+
+    said = format_errors(fmt, STEP_LETTERS, "job step") if steps else format_errors(fmt)
+    for line in said:
+        sys.stderr.write(line + "\n")
 
 
 def _render_here(

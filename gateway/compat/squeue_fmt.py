@@ -12,7 +12,7 @@ does (start time, then `-S`, default `P,t,-p`) and prints header and rows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -44,6 +44,8 @@ __all__ = [
     "SqueueField",
     "SqueueOptions",
     "SqueueRow",
+    "all_format",
+    "format_errors",
     "parse_format",
     "parse_long_format",
     "render_squeue",
@@ -77,22 +79,49 @@ def _parse_token(token: str) -> tuple[str, int, bool, str]:
     return letter, width, right, token[i + 1 :]
 
 
+def all_format(fmt: str) -> str | None:
+    """`-o %all` (any case): every letter a-z then A-Z, `|` between them (opts.c); None
+    for any other format."""
+    if fmt.lower() != "%all":
+        return None
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    letters += [chr(c) for c in range(ord("A"), ord("Z") + 1)]
+    return "|".join(f"%{c}" for c in letters)
+
+
+def format_errors(fmt: str, letters: Collection[str] | None = None, what: str = "job") -> list[str]:
+    """squeue's error for each letter of `fmt` it does not know (`letters`: the step
+    format's for `what` = "job step"; the job format's by default), as it says them while
+    parsing; none for `%all`, which skips them."""
+    pos = fmt.find("%")
+    if pos < 0 or all_format(fmt) is not None:
+        return []
+    known = _BY_LETTER if letters is None else letters
+    out = []
+    for token in (t for t in fmt[pos:].split("%") if t):
+        letter = _parse_token(token)[0]
+        if letter and letter not in known:
+            out.append(f"squeue: error: Invalid {what} format specification: {letter}")
+    return out
+
+
 def parse_format(fmt: str) -> list[FormatItem]:
     """`-o`: `%[.][width]letter` items; text before the first `%` is a prefix, text after a
     letter is its suffix. `%%` prints nothing (squeue tokenises on `%`); an unknown letter
-    prints itself (`%-9P` prints `%-9P`)."""
+    prints itself (`%-9P` prints `%-9P`), except in `%all`, which leaves it out."""
+    expanded = all_format(fmt)
     items: list[FormatItem] = []
     pos = fmt.find("%")
     if pos != 0:
         items.append(FormatItem(None, 0, False, fmt if pos < 0 else fmt[:pos]))
     if pos < 0:
         return items
-    for token in (t for t in fmt[pos:].split("%") if t):
+    for token in (t for t in (expanded or fmt[pos:]).split("%") if t):
         letter, width, right, suffix = _parse_token(token)
         found = _BY_LETTER.get(letter) if letter else None
-        if found is None:
+        if found is None and expanded is None:
             items.append(FormatItem(None, width, right, "%" + token))
-        else:
+        elif found is not None:
             items.append(FormatItem(found, width, right, suffix))
     return items
 

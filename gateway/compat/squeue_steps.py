@@ -1,7 +1,9 @@
 """`squeue -s`: the running steps of running jobs, in squeue's step format.
 
 squeue prints steps with its own letters (`src/squeue/print.c`, `print_step_*`); the
-default is `%.15i %.8j %.9P %.8u %.9M %N`. Widths cut as squeue's `_print_str` does.
+default is `%.15i %.8j %.9P %.8u %.9M %N`. Widths cut as squeue's `_print_str` does. A
+letter it does not know prints itself (and squeue says so: `format_errors`), except in
+`%all`, which leaves it out.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from dataclasses import dataclass
 from gateway.compat.duration import mins_to_str
 from gateway.compat.fmt_common import make_time_str, secs_short
 from gateway.compat.hostlist import compress
+from gateway.compat.squeue_fmt import all_format
 from gateway.model.job import Job, Step
 from gateway.model.state import JobState
 from gateway.model.values import INFINITE
 
-__all__ = ["STEP_FORMAT", "render_steps"]
+__all__ = ["STEP_FORMAT", "STEP_LETTERS", "render_steps"]
 
 STEP_FORMAT = "%.15i %.8j %.9P %.8u %.9M %N"
 
@@ -37,7 +40,14 @@ def _limit(r: _Row) -> str:
     return "UNLIMITED" if r.job.time_limit == INFINITE else mins_to_str(r.job.time_limit)
 
 
+def _tres_per_node(r: _Row) -> str:
+    """%b: the step's `--gres` as slurmctld keeps it (`gres:gpu:1`; `--gpus` and a step
+    without the option: (null), seen on the test cluster)."""
+    return r.step.extra.get("tres_per_node") or "(null)"
+
+
 _FIELDS: Mapping[str, tuple[str, Callable[[_Row], str]]] = {
+    "b": ("TRES_PER_JOB", _tres_per_node),  # the header squeue prints for it
     "i": ("STEPID", lambda r: f"{r.step.job_id}.{r.step.step_id}"),
     "j": ("NAME", lambda r: r.step.name),
     "P": ("PARTITION", lambda r: r.job.partition),
@@ -50,6 +60,8 @@ _FIELDS: Mapping[str, tuple[str, Callable[[_Row], str]]] = {
     "S": ("START_TIME", lambda r: make_time_str(r.step.start_time)),
 }
 
+
+STEP_LETTERS = frozenset(_FIELDS)
 
 # slurmctld's ids of the special steps (SLURM_INTERACTIVE_STEP, _BATCH_SCRIPT, _EXTERN_CONT)
 _SPECIAL = {"interactive": 0xFFFFFFFA, "batch": 0xFFFFFFFB, "extern": 0xFFFFFFFC}
@@ -72,12 +84,13 @@ def _cell(text: str, width: int, right: bool) -> str:
 def _items(fmt: str) -> list[tuple[str | None, int, bool, str]]:
     """(letter, width, right-justified, text after it); a letter None prints its text."""
     out: list[tuple[str | None, int, bool, str]] = []
+    expanded = all_format(fmt)
     pos = fmt.find("%")
     if pos != 0:
         out.append((None, 0, False, fmt if pos < 0 else fmt[:pos]))
     if pos < 0:
         return out
-    for token in (t for t in fmt[pos:].split("%") if t):
+    for token in (t for t in (expanded or fmt[pos:]).split("%") if t):
         i = 1 if token.startswith(".") else 0
         right = i == 1
         j = i
@@ -87,7 +100,7 @@ def _items(fmt: str) -> list[tuple[str | None, int, bool, str]]:
         letter = token[j : j + 1]
         if letter in _FIELDS:
             out.append((letter, width, right, token[j + 1 :]))
-        else:
+        elif expanded is None:
             out.append((None, 0, False, "%" + token))
     return out
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from gateway.compat.fmt_common import make_time_str
 from gateway.compat.show_fmt import show_job
-from gateway.compat.squeue_steps import render_steps
+from gateway.compat.squeue_fmt import format_errors
+from gateway.compat.squeue_steps import STEP_LETTERS, render_steps
 from gateway.model.job import Step
 from gateway.model.state import JobState, Reason
 from tests.support.builders import make_job
@@ -80,6 +81,31 @@ def test_squeue_steps_default_format_and_o() -> None:
     assert render_steps(steps, {12: job}, now=T0 + 1, fmt="%i %j", noheader=True) == (
         "12.0 a_rather_long_name\n12.batch batch\n"
     )
+
+
+def test_squeue_step_formats_as_the_test_cluster_printed_them() -> None:
+    """(2026-11-27, squeue -s in a job on the test cluster): %b is TRES_PER_JOB, the step's
+    --gres as `gres:gpu:1` or (null); an unknown letter prints itself and squeue says so;
+    %all is every known letter, b-z then A-Z, `|` after each but the last letter."""
+    job = make_job(12).state(JobState.RUNNING, start_time=T0).build()
+    gpu = Step(job_id=12, step_id="0", name="sleep", state=JobState.RUNNING, start_time=T0,
+               nodes=("node03",), extra={"tres_per_node": "gres:gpu:1"})  # fmt: skip
+    plain = Step(job_id=12, step_id="1", name="sleep", state=JobState.RUNNING, start_time=T0,
+                 nodes=("node04",))  # fmt: skip
+    text = render_steps([gpu, plain], {12: job}, now=T0 + 2, fmt="%i|%b|%A")
+    assert text.splitlines() == ["STEPID|TRES_PER_JOB|TASKS", "12.0|gres:gpu:1|1", "12.1|(null)|1"]
+    odd = render_steps([gpu], {12: job}, now=T0 + 2, fmt="%5i%q%%%i")
+    assert odd.splitlines() == ["STEPI%qSTEPID", "12.0 %q12.0"]
+    assert format_errors("%i %j %T %N", STEP_LETTERS, "job step") == [
+        "squeue: error: Invalid job step format specification: T"
+    ]
+    assert format_errors("%all", STEP_LETTERS, "job step") == []
+    assert format_errors("%i %~ %q") == ["squeue: error: Invalid job format specification: ~"]
+    every = render_steps([gpu], {12: job}, now=T0 + 2, fmt="%all").splitlines()
+    assert every[0] == (
+        "TRES_PER_JOB|STEPID|NAME|TIME_LIMIT|USER|TASKS|TIME|NODELIST|PARTITION|START_TIME|UID|"
+    )
+    assert every[1].startswith("gres:gpu:1|12.0|sleep|")
 
 
 def test_show_config_prints_the_keys_caldera_has_in_scontrols_layout() -> None:

@@ -191,3 +191,17 @@ def test_step_gpu_requests_beyond_the_job_s_are_refused_with_slurmctld_s_words()
     assert _refusal(["-N2", "-n2", "--gpus=5"], per_job)[0] == (
         "srun: error: Step requested gres=gpu:5 is more than the job's gres=gpu:3"
     )
+
+
+def test_a_steps_gres_is_kept_as_slurmctld_keeps_it() -> None:
+    """squeue -s %b on the test cluster: `--gres=gpu:1` -> gres:gpu:1; `--gpus=1`, none
+    or `--gres=none` -> (null)."""
+    from containers.srun_claim import tres_per_node
+
+    assert tres_per_node({"gres": "gpu:1"}) == "gres:gpu:1"
+    assert tres_per_node({"gres": "gpu:a100:2,gres/craynetwork:1"}) == (
+        "gres:gpu:a100:2,gres/craynetwork:1"
+    )
+    assert tres_per_node({"gpus": "1"}) is None
+    assert tres_per_node({"gres": "none"}) is None
+    assert tres_per_node({}) is None

@@ -427,9 +427,19 @@ def _run(
             "end_time": round(time.time(), 3),
             "exit_code": status,
             "state": recorded_state(status),
+            **_held(claimed, gpus),
         },
     )
     return srun_status(statuses)
+
+
+def _held(claimed: Claimed, gpus: Sequence[Sequence[int]] | None) -> dict[str, object]:
+    """The step's GPUs per node for sacct's AllocTRES, as the local runner records them
+    (only when the job holds GPUs: the termination message has room for few bytes)."""
+    if gpus is None:
+        return {}
+    counts = [len(g) for g in gpus] or [0] * len(claimed.grant.hold.nodes)
+    return {"extra": {"gpus": ",".join(map(str, counts))}}
 
 
 def main(argv: Sequence[str]) -> int:

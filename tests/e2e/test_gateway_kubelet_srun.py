@@ -258,6 +258,10 @@ def test_steps_hold_the_pod_s_gpus_as_slurm_steps_hold_a_job_s(
         f"srun: Step created for job {job}",
         "c 0,1 0,1",
     ], out
+    rows = gw.ok(["sacct", "-j", str(job), "-P", "-n", "-o", "JobID,AllocTRES"]).split()
+    tres = {r.split("|")[0].split(".")[-1]: r.split("|")[1] for r in rows}
+    gpus_of = {k: re.findall(r"gres/gpu=(\d+)", v) for k, v in tres.items()}
+    assert [gpus_of[n] for n in "012"] == [["1"], ["1"], ["2"]], rows  # the steps' own
     assert_nothing_left(kube, ns)
 
 

@@ -179,6 +179,9 @@ def check_request(
             seen.extend(members)
             if nodelist and any(name not in part.nodes for name in nodelist):
                 continue
+            required = [n for n in members if n.name in nodelist]
+            if fit and fitting_nodes(req, required, def_mem_per_cpu_mb) < len(nodelist):
+                continue  # a required node that could never take its share
             if fit and fitting_nodes(req, members, def_mem_per_cpu_mb) >= req.nodes:
                 return
             if spec.constraint and not any(

@@ -144,12 +144,13 @@ class JobSpec:
         """`-n N` without a node count: the job takes as many nodes as its tasks need,
         decided when it is placed (Slurm's default; `-n 5` on 2-CPU nodes runs on three).
         GPU and per-node requests keep a fixed node count, and so does a --mincpus beyond
-        one task's CPUs (sbatch's own `-c N` sets a minimum of N: `-n 3 -c 2` spreads)."""
+        one task's CPUs (sbatch's own `-c N` sets a minimum of N: `-n 3 -c 2` spreads). A
+        node list (-w) names nodes it must include and sets only the minimum count (sbatch's
+        `_opt_verify`), so `-w node01 -n3` spreads too: node[01-02] on 2-CPU nodes."""
         return (
             (self.ntasks or 0) > 1
-            and self.nodes_min is None
+            and (self.nodes_min is None or (bool(self.nodelist) and self.nodes_max is None))
             and self.ntasks_per_node is None
-            and not self.nodelist
             and (self.mincpus or 0) <= (self.cpus_per_task or 1)  # sbatch -c sets it too
             and not (
                 any(g.name == "gpu" for g in self.gres)

@@ -222,8 +222,6 @@ class ResourceFit:
             else node_partitions_disjoint(parts, node.partitions)
         ):
             return False
-        if req.nodelist and node.name not in req.nodelist:
-            return False
         if node.name in req.exclude:
             return False
         if req.constraint and not constraint_satisfied(req.constraint, node.features):

@@ -24,19 +24,18 @@ from gateway.compat.hostlist import compress
 from gateway.model.cluster import UNAVAILABLE, ClusterState, NodeState
 from gateway.model.job import Job, RankPlacement
 from gateway.model.state import Reason
+from gateway.scheduler.allocation import Statement, place_spread, required_first
 from gateway.scheduler.backfill import Planned, Planner
 from gateway.scheduler.bf_running import cluster_nodes
 from gateway.scheduler.gc_pause import gc_paused
 from gateway.scheduler.plugins import OK, Code, NodeTests, QueueOrder, Registry, score_key
 from gateway.scheduler.preempt import Preemption
 from gateway.scheduler.records import rank
-from gateway.scheduler.request import NodeRequest, on_partitions, spec_request, task_capacity
+from gateway.scheduler.request import NodeRequest, on_partitions, spec_request
 from gateway.scheduler.selection import Target
 from gateway.scheduler.snapshot import NodeFree, Snapshot
 
-__all__ = ["CycleResult", "Decision", "Statement", "run_cycle"]
-
-_NO_GPUS: frozenset[int] = frozenset()
+__all__ = ["CycleResult", "Decision", "run_cycle"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,43 +66,6 @@ class CycleResult:
     # job id -> the running jobs it preempts: it starts once their runs have ended
     preempt: dict[int, tuple[int, ...]] = field(default_factory=dict)
     now: float = 0.0  # the cycle's clock (the time a job it first found eligible became so)
-
-
-class Statement:
-    """Tentative allocations on a working copy of free resources; commit or discard whole."""
-
-    def __init__(self, free: dict[str, NodeFree]) -> None:
-        self._free = free
-        self._pending: list[tuple[str, NodeFree]] = []
-
-    def allocate(
-        self, name: str, cpus: int, memory: int, gpus: int, exclusive: bool
-    ) -> tuple[int, ...]:
-        """Take resources on a node (tentatively); returns the GPU indices taken (an
-        exclusive job takes them all, as slurmctld allocates it every GRES of the node)."""
-        cur = self._free[name]
-        taken = tuple(sorted(cur.gpus)[: None if exclusive else gpus]) if gpus or exclusive else ()
-        self._pending.append((name, cur))
-        # the constructor, not dataclasses.replace: a gang allocates once per rank
-        self._free[name] = NodeFree(
-            cur.node,
-            0 if exclusive else cur.cpus - cpus,
-            0 if exclusive else cur.memory_mb - memory,
-            _NO_GPUS if exclusive else cur.gpus - set(taken) if taken else cur.gpus,
-            cur.exclusive_jobs + int(exclusive),
-            cur.jobs + 1,
-        )
-        return taken
-
-    def commit(self) -> None:
-        """Keep the allocations."""
-        self._pending.clear()
-
-    def discard(self) -> None:
-        """Undo every allocation since the last commit."""
-        for name, before in reversed(self._pending):
-            self._free[name] = before
-        self._pending.clear()
 
 
 def _candidates(
@@ -147,10 +109,15 @@ def _place(
     cands = _candidates(req, free, reg, snap, within, checked, tests)
     if len(cands) < req.nodes:
         return None
+    if req.nodelist:  # -w: those nodes first, every one of them, then the best others
+        ordered = required_first(req.nodelist, cands)
+        if ordered is None:
+            return None
+        cands = ordered
     if req.spread:
-        return _place_spread(req, cands, free, snap)
+        return place_spread(req, cands, free, snap)
     chosen: Sequence[NodeFree] | None = None
-    for plugin in reg.placement:
+    for plugin in [] if req.nodelist else reg.placement:
         chosen = plugin.choose(req, cands, snap)
         if chosen is not None:
             break
@@ -187,36 +154,6 @@ def _node_order(name: str) -> tuple[tuple[int, str, int], ...]:
         for part in _DIGITS.split(name)
         if part
     )
-
-
-def _place_spread(
-    req: NodeRequest, cands: Sequence[NodeFree], free: dict[str, NodeFree], snap: Snapshot
-) -> tuple[RankPlacement, ...] | None:
-    """-n without -N: fill the candidates in their order with as many tasks as each can
-    take, over as few nodes as that gives (Slurm lays out `-n 5` on 2-CPU nodes as 2,2,1)."""
-    layout: list[tuple[NodeFree, int]] = []
-    left = req.tasks
-    for f in cands:
-        cpus = f.node.cpus if req.exclusive else f.cpus
-        memory = f.node.memory_mb if req.exclusive else f.memory_mb
-        take = min(left, task_capacity(req, cpus, memory, snap.def_mem_per_cpu_mb))
-        if take > 0:
-            layout.append((f, take))
-            left -= take
-        if left == 0 or len(layout) == req.max_nodes:
-            break
-    if left > 0:
-        return None
-    stmt = Statement(free)
-    out: list[RankPlacement] = []
-    for f, tasks in layout:
-        node = f.node
-        cpus = node.cpus if req.exclusive else tasks * req.cpus_per_task
-        memory = req.memory_for(cpus, snap.def_mem_per_cpu_mb, node.memory_mb)
-        gpus = stmt.allocate(node.name, cpus, memory, 0, req.exclusive)
-        out.append(rank(node, tasks, cpus, memory, gpus))
-    stmt.commit()
-    return tuple(out)
 
 
 # cluster names -> (the descriptions the set was made from, the set): a cycle asks for every

@@ -94,8 +94,6 @@ def _capable(req: NodeRequest, node: Node, def_mem: int) -> str | None:
     """Why this node could never take one share (None: it could, when empty)."""
     if node.state in UNAVAILABLE:
         return f"{node.state.long}" + (f" ({node.reason})" if node.reason else "")
-    if req.nodelist and node.name not in req.nodelist:
-        return "not in --nodelist"
     if not constraint_satisfied(req.constraint, node.features):
         return f"lacks features {req.constraint}"
     if node.cpus < req.cpus:

@@ -34,6 +34,8 @@ class NodeRequest:
     gpu_memory_mb: int | None
     exclusive: bool
     constraint: str | None
+    # -w: nodes the allocation must include; slurmctld adds others when the request needs
+    # more (`-w node01 -N2`, `-w node01 -n3` on 2-CPU nodes: node[01-02])
     nodelist: tuple[str, ...]
     exclude: frozenset[str]
     partitions: tuple[str, ...]
@@ -82,8 +84,9 @@ def _gpus_per_node(spec: JobSpec, nodes: int, tasks_per_node: int) -> tuple[int,
 def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
     """The per-node request of a job (the first component of a hetjob)."""
     nodes = max(spec.nodes_min or 1, len(nodelist), 1)
-    if spec.nodes_min is None and spec.ntasks and spec.ntasks_per_node:
-        # `-n 3 --ntasks-per-node=1` without -N: slurmctld needs ceil(3/1) nodes
+    open_count = spec.nodes_min is None or (bool(nodelist) and spec.nodes_max is None)
+    if open_count and spec.ntasks and spec.ntasks_per_node:
+        # `-n 3 --ntasks-per-node=1` without -N (or with -w only): ceil(3/1) nodes
         nodes = max(nodes, _ceil_div(spec.ntasks, spec.ntasks_per_node))
     max_nodes = max(spec.nodes_max or nodes, nodes)
     if spec.ntasks is not None:
@@ -102,7 +105,7 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
     gpus, gpu_type = _gpus_per_node(spec, nodes, max(per_node))
     if spec.cpus_per_gpu and gpus:
         cpus = max(cpus, spec.cpus_per_gpu * gpus)
-    spread = spec.spreads_tasks and not nodelist
+    spread = spec.spreads_tasks
     if spread:
         cpus, max_nodes = cpt, tasks
     memory: int | None

@@ -1,0 +1,100 @@
+"""Placing one gang on a working copy of the free resources: tentative allocations that are
+committed or discarded whole (`Statement`), the required nodes of `-w` first, and the
+layout of `-n` without `-N` over as few nodes as the tasks need (`place_spread`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gateway.model.job import RankPlacement
+from gateway.scheduler.records import rank
+from gateway.scheduler.request import NodeRequest, task_capacity
+from gateway.scheduler.snapshot import NodeFree, Snapshot
+
+__all__ = ["Statement", "place_spread", "required_first"]
+
+_NO_GPUS: frozenset[int] = frozenset()
+
+
+class Statement:
+    """Tentative allocations on a working copy of free resources; commit or discard whole."""
+
+    def __init__(self, free: dict[str, NodeFree]) -> None:
+        self._free = free
+        self._pending: list[tuple[str, NodeFree]] = []
+
+    def allocate(
+        self, name: str, cpus: int, memory: int, gpus: int, exclusive: bool
+    ) -> tuple[int, ...]:
+        """Take resources on a node (tentatively); returns the GPU indices taken (an
+        exclusive job takes them all, as slurmctld allocates it every GRES of the node)."""
+        cur = self._free[name]
+        taken = tuple(sorted(cur.gpus)[: None if exclusive else gpus]) if gpus or exclusive else ()
+        self._pending.append((name, cur))
+        # the constructor, not dataclasses.replace: a gang allocates once per rank
+        self._free[name] = NodeFree(
+            cur.node,
+            0 if exclusive else cur.cpus - cpus,
+            0 if exclusive else cur.memory_mb - memory,
+            _NO_GPUS if exclusive else cur.gpus - set(taken) if taken else cur.gpus,
+            cur.exclusive_jobs + int(exclusive),
+            cur.jobs + 1,
+        )
+        return taken
+
+    def commit(self) -> None:
+        """Keep the allocations."""
+        self._pending.clear()
+
+    def discard(self) -> None:
+        """Undo every allocation since the last commit."""
+        for name, before in reversed(self._pending):
+            self._free[name] = before
+        self._pending.clear()
+
+
+def required_first(required: Sequence[str], cands: list[NodeFree]) -> list[NodeFree] | None:
+    """The candidates with the required (-w) nodes first, in their order; None when one of
+    them cannot take its share now."""
+    by_name = {f.node.name: f for f in cands}
+    if any(name not in by_name for name in required):
+        return None
+    wanted = set(required)
+    return [by_name[n] for n in required] + [f for f in cands if f.node.name not in wanted]
+
+
+def place_spread(
+    req: NodeRequest, cands: Sequence[NodeFree], free: dict[str, NodeFree], snap: Snapshot
+) -> tuple[RankPlacement, ...] | None:
+    """-n without -N: fill the candidates in their order with as many tasks as each can
+    take, over as few nodes as that gives (Slurm lays out `-n 5` on 2-CPU nodes as 2,2,1);
+    the required (-w) nodes first, each left at least one task (`-w node[01-02] -n2`: 1,1)."""
+    layout: list[tuple[NodeFree, int]] = []
+    left = req.tasks
+    owed = len(req.nodelist)  # required nodes still to get a task
+    for f in cands:
+        cpus = f.node.cpus if req.exclusive else f.cpus
+        memory = f.node.memory_mb if req.exclusive else f.memory_mb
+        take = min(left, task_capacity(req, cpus, memory, snap.def_mem_per_cpu_mb))
+        if owed:
+            owed -= 1
+            take = min(take, left - owed)
+            if take <= 0:
+                return None
+        if take > 0:
+            layout.append((f, take))
+            left -= take
+        if left == 0 or len(layout) == req.max_nodes:
+            break
+    if left > 0:
+        return None
+    stmt = Statement(free)
+    out: list[RankPlacement] = []
+    for f, tasks in layout:
+        node = f.node
+        cpus = node.cpus if req.exclusive else tasks * req.cpus_per_task
+        memory = req.memory_for(cpus, snap.def_mem_per_cpu_mb, node.memory_mb)
+        gpus = stmt.allocate(node.name, cpus, memory, 0, req.exclusive)
+        out.append(rank(node, tasks, cpus, memory, gpus))
+    stmt.commit()
+    return tuple(out)

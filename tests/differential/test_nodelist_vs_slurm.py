@@ -1,0 +1,85 @@
+"""`-w` names nodes a job must include, not the only ones it may have: Caldera's local site
+(described by the test cluster's slurm.conf: 2-CPU nodes) and the real Slurm 22.05 cluster
+given the same requests, one job at a time on an idle partition.
+
+What the cluster does: sbatch sets only the minimum node count from the list (`_opt_verify`),
+so slurmctld adds nodes when the tasks need more (`-w node01 -n3`: node[01-02]) or -N asks
+for more (`-w node01 -N2`); each listed node is in the allocation (`-w node[01-02] -n2`:
+one task each); a request one of the listed nodes can never hold is refused. Compared:
+sbatch's answer, the job's SLURM_JOB_NODELIST, SLURM_NNODES and SLURM_TASKS_PER_NODE,
+and scontrol's NodeList, NumNodes, NumCPUs and NumTasks once it completed.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.support.gateway_env import running_gateway
+from tests.support.real_slurm import run_real
+from tests.support.slurm_stack import SlurmStack, cancel, job_id_from_sbatch
+
+pytestmark = pytest.mark.slurm
+
+Run = Callable[[list[str]], subprocess.CompletedProcess[str]]
+
+_REQUESTS = (
+    ("-w", "node01", "-N2"),
+    ("-w", "node01", "-n3"),
+    ("-w", "node01", "-n3", "--ntasks-per-node=1"),
+    ("-w", "node[01-02]", "-n2"),
+    ("-w", "node02", "-n5"),
+    ("-w", "node[01-02]", "-n4"),
+    ("-w", "node01", "-n3", "--gres=gpu:1"),  # node01 has no GPU: refused
+    ("-w", "node01", "-N1", "-n3"),  # one 2-CPU node for three tasks: refused
+)
+_SCRIPT = "echo $SLURM_JOB_NODELIST $SLURM_NNODES $SLURM_TASKS_PER_NODE"
+
+
+def _one(run: Run, where: Path, args: tuple[str, ...]) -> list[str]:
+    """What sbatch said, then (when accepted) the job's view and sacct's, once it ended."""
+    out = where / f"w-{time.time_ns()}.out"
+    done = run(["sbatch", "--parsable", "-p", "real", *args, "-o", str(out), "--wrap", _SCRIPT])
+    if done.returncode != 0:
+        return [done.stderr.strip(), f"rc={done.returncode}"]
+    job = job_id_from_sbatch(done.stdout)
+    deadline = time.monotonic() + 60
+    while True:  # (scontrol, not sacct: slurmdbd may name the batch host alone for a while)
+        text = run(["scontrol", "-o", "show", "job", job]).stdout
+        got = dict(re.findall(r"(\w+)=(\S*)", text))
+        if got.get("JobState") == "COMPLETED" and out.exists() and out.read_text():
+            fields = ("JobState", "NodeList", "NumNodes", "NumCPUs", "NumTasks")
+            return [out.read_text().strip(), "|".join(got.get(f, "?") for f in fields)]
+        if time.monotonic() > deadline:
+            cancel(job)
+            raise AssertionError(f"{args}: {text!r}")
+        time.sleep(0.5)
+
+
+def _all(run: Run, where: Path) -> dict[tuple[str, ...], list[str]]:
+    return {args: _one(run, where, args) for args in _REQUESTS}
+
+
+def test_a_node_list_is_the_nodes_a_job_must_include_as_on_slurm(cluster: SlurmStack) -> None:
+    where = Path(tempfile.mkdtemp(prefix="nodelist-", dir="/tmp"))
+    where.chmod(0o777)
+    try:
+        theirs = _all(run_real, where)
+        # what the cluster did, so that agreeing means something
+        assert theirs[_REQUESTS[1]] == ["node[01-02] 2 2,1", "COMPLETED|node[01-02]|2|3|3"]
+        assert theirs[_REQUESTS[3]][0] == "node[01-02] 2 1(x2)"
+        assert re.match(r"sbatch: error: .*not available", theirs[_REQUESTS[6]][0])
+        config = f'[local]\nslurm_conf = "{cluster.slurm_conf}"\n'
+        with running_gateway(config) as gw:
+            ours = _all(lambda argv: gw.run(argv), where)
+        for args in _REQUESTS:
+            assert ours[args] == theirs[args], (args, theirs[args])
+    finally:
+        shutil.rmtree(where, ignore_errors=True)

@@ -48,7 +48,7 @@ def test_errors_and_early_exits_match_sbatch(gateway: Gateway) -> None:
     assert (r.returncode, r.stderr) == (1, "sbatch: error: Unable to open file missing.sh\n")
     r = gateway.run(["sbatch", "--version"], cwd=w)
     assert r.returncode == 0
-    assert r.stdout.startswith("slurm ")
+    assert r.stdout == "slurm-wlm 22.05.8\n"  # Debian's build, as the test cluster says it
     r = gateway.run(["sbatch", "--help", "job.sh"], cwd=w)
     assert r.returncode == 0
     assert r.stdout.startswith("Usage: sbatch")

@@ -47,7 +47,7 @@ def nodes_view(data: dict[str, Any]) -> tuple[ClusterState, dict[str, NodeExtras
 def partition_extras(part: Partition) -> PartitionExtras:
     """What a configured partition adds to `scontrol show partition`: OverSubscribe as
     slurmctld's max_share (0 EXCLUSIVE, 1 NO, n YES:n, n|0x8000 FORCE:n), DefMemPerCPU, State,
-    PriorityTier, PreemptMode and GraceTime."""
+    PriorityTier, PriorityJobFactor, PreemptMode and GraceTime."""
     kind, _, num = part.oversubscribe.partition(":")
     share = {"EXCLUSIVE": 0, "NO": 1}.get(kind, int(num or 4))
     return PartitionExtras(
@@ -55,6 +55,7 @@ def partition_extras(part: Partition) -> PartitionExtras:
         def_mem_per_cpu=part.def_mem_per_cpu_mb,
         state="DOWN" if part.state == "UP" and not part.up else part.state,
         priority_tier=part.priority_tier,
+        priority_job_factor=part.priority_job_factor,
         preempt_mode=part.preempt_mode,
         grace_time=part.grace_time_s,
     )

@@ -98,6 +98,7 @@ class PartitionConfig:
     oversubscribe: str = "NO"  # NO, EXCLUSIVE, YES:<n>, FORCE:<n>
     state: str = "UP"  # UP, DOWN, DRAIN, INACTIVE
     priority_tier: int = 1  # slurm.conf PriorityTier (preempt/partition_prio)
+    priority_job_factor: int = 1  # slurm.conf PriorityJobFactor (priority/multifactor)
     preempt_mode: str | None = None  # None: the site's preempt_mode
     grace_time_s: int = 0
 

@@ -29,7 +29,7 @@ from gateway.control.launcher import Launcher
 from gateway.control.polling import describe_all, poll_all, watch_all
 from gateway.control.reload import reload_jobs
 from gateway.control.routing import router_for
-from gateway.control.site import gres_types_of, test_only_message
+from gateway.control.site import gres_types_of
 from gateway.control.snapshots import build_snapshot, free_resources
 from gateway.control.submit import (
     Caller,
@@ -38,6 +38,7 @@ from gateway.control.submit import (
     build_job,
     parse_call,
     submit_message,
+    test_only_message,
 )
 from gateway.control.transitions import after_event, ended, requeued
 from gateway.logutil import RateLimitedLogger
@@ -291,8 +292,7 @@ class Gateway:
 
     def _test_only(self, job: Job) -> SubmitOutcome:
         result = run_cycle(self._snapshot([job]), self.registry, estimates=False)
-        first = result.starts[0] if result.starts else None
-        return SubmitOutcome(None, "", test_only_message(job, first, self.clock()), 0)
+        return SubmitOutcome(None, "", test_only_message(job, result.starts, self.clock()), 0)
 
     def gres_types(self) -> tuple[str, ...]:
         """The generic resources some node of some cluster has (Slurm's GresTypes); read on

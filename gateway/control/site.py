@@ -24,11 +24,9 @@ from gateway.control.slurm_conf import (
     topology,
 )
 from gateway.model.cluster import ClusterState, Gpu, Node, NodeState, Partition
-from gateway.model.job import Job
 from gateway.model.jobspec import JobSpec, Sharing
 from gateway.model.values import INFINITE, NO_VAL
 from gateway.policy.preempt_rules import mode_text, parse_mode
-from gateway.scheduler.cycle import Decision
 from gateway.scheduler.licenses import valid_request
 from gateway.scheduler.part_limits import config_detail, fitting_nodes
 from gateway.scheduler.request import constraint_satisfied, node_request
@@ -42,7 +40,6 @@ __all__ = [
     "partition_defaults",
     "pick_partitions",
     "site_value",
-    "test_only_message",
 ]
 
 
@@ -74,6 +71,7 @@ def local_cluster(config: GatewayConfig) -> ClusterState:
             oversubscribe=p.oversubscribe,
             def_mem_per_cpu_mb=p.def_mem_per_cpu_mb,
             priority_tier=p.priority_tier,
+            priority_job_factor=p.priority_job_factor,
             preempt_mode=p.preempt_mode
             or mode_text(parse_mode("preempt_mode", config.preempt_mode, site=True)),
             grace_time_s=p.grace_time_s,
@@ -244,19 +242,6 @@ def gres_types_of(clusters: Iterable[ClusterState]) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def test_only_message(job: Job, first: Decision | None, now: float) -> str:
-    """`sbatch --test-only`'s answer for the cycle's decision on the job (None: no start)."""
-    from gateway.compat.job_fields import slurm_time
-
-    nodes = ",".join(p.node for p in first.placement) if first else ""
-    cpus = sum(p.cpus for p in first.placement) if first else 0
-    partition = first.partition if first else job.partition.split(",")[0]
-    return (
-        f"sbatch: Job {job.job_id} to start at {slurm_time(int(now))} using {cpus} "
-        f"processors on nodes {nodes} in partition {partition}\n"
-    )
-
-
 # --- caldera.toml's site tables and [local] slurm_conf ----------------------------------
 
 _NODE_KEYS = frozenset(
@@ -265,7 +250,8 @@ _NODE_KEYS = frozenset(
 )
 _PART_KEYS = frozenset(
     {"name", "nodes", "default", "max_time", "default_time", "max_nodes", "def_mem_per_cpu_mb"}
-    | {"oversubscribe", "state", "priority_tier", "preempt_mode", "grace_time"}
+    | {"oversubscribe", "state", "priority_tier", "priority_job_factor", "preempt_mode"}
+    | {"grace_time"}
 )
 _ENFORCE = {"NO": "NO", "ANY": "ANY", "YES": "ANY", "ALL": "ALL"}
 
@@ -385,6 +371,7 @@ def _partition_config(i: int, p: Mapping[str, Any]) -> PartitionConfig:
         oversubscribe=f"{kind}:{num or 4}" if kind in ("YES", "FORCE") else kind,
         state=state,
         priority_tier=_num(where, "priority_tier", p.get("priority_tier", 1), 0),
+        priority_job_factor=_num(where, "priority_job_factor", p.get("priority_job_factor", 1), 0),
         preempt_mode=mode,
         grace_time_s=_num(where, "grace_time", p.get("grace_time", 0)),
     )
@@ -476,6 +463,7 @@ def from_slurm_conf(
             oversubscribe=p.oversubscribe,
             state=p.state,
             priority_tier=p.priority_tier,
+            priority_job_factor=p.priority_job_factor,
             preempt_mode=p.preempt_mode,
             grace_time_s=p.grace_time_s,
         )

@@ -71,6 +71,7 @@ class ConfPartition:
     oversubscribe: str = "NO"
     state: str = "UP"
     priority_tier: int = 1
+    priority_job_factor: int = 1
     preempt_mode: str | None = None  # OFF, CANCEL, REQUEUE (None: the site's)
     grace_time_s: int = 0
 
@@ -289,6 +290,7 @@ def _partition(name: str, opts: dict[str, str], where: str) -> tuple[ConfPartiti
         oversubscribe=over,
         state=state,
         priority_tier=_int("PriorityTier", get("prioritytier", "1"), where),
+        priority_job_factor=_int("PriorityJobFactor", get("priorityjobfactor", "1"), where),
         preempt_mode=None if get("preemptmode") is None else _preempt_mode(get, where),
         grace_time_s=_int("GraceTime", get("gracetime", "0"), where),
     )

@@ -20,6 +20,7 @@ from gateway.model.cluster import ClusterState
 from gateway.model.job import Hold, Job
 from gateway.model.jobspec import JobSpec
 from gateway.model.state import JobState, Reason
+from gateway.scheduler.cycle import Decision
 from gateway.scheduler.dependencies import prune_missing
 from gateway.scheduler.part_limits import partition_limit
 
@@ -30,6 +31,7 @@ __all__ = [
     "build_job",
     "parse_call",
     "submit_message",
+    "test_only_message",
 ]
 
 
@@ -202,3 +204,18 @@ def submit_message(job_id: int, request: SbatchRequest) -> tuple[str, str]:
     if request.parsable:
         return f"{job_id}\n", err
     return f"Submitted batch job {job_id}\n", err
+
+
+def test_only_message(job: Job, starts: Sequence[Decision], now: float) -> str:
+    """`sbatch --test-only`'s answer for the cycle's starts of the job (none: no start)."""
+    from gateway.compat.job_fields import slurm_time
+
+    first = starts[0] if starts else None
+
+    nodes = ",".join(p.node for p in first.placement) if first else ""
+    cpus = sum(p.cpus for p in first.placement) if first else 0
+    partition = first.partition if first else job.partition.split(",")[0]
+    return (
+        f"sbatch: Job {job.job_id} to start at {slurm_time(int(now))} using {cpus} "
+        f"processors on nodes {nodes} in partition {partition}\n"
+    )

@@ -117,6 +117,7 @@ class Partition:
     # preempt/partition_prio: a job here may preempt jobs of lower tiers on shared nodes;
     # PreemptMode of its jobs as victims (the site's when not set), GraceTime in seconds
     priority_tier: int = 1
+    priority_job_factor: int = 1  # PriorityJobFactor: priority/multifactor's partition factor
     preempt_mode: str = "OFF"
     grace_time_s: int = 0
 

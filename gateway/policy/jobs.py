@@ -79,12 +79,19 @@ def system_inputs(
 ) -> SystemInputs:
     """Node and CPU totals of every cluster Caldera places on."""
     nodes = [n for c in clusters.values() for n in c.nodes]
+    factors = [p.priority_job_factor for c in clusters.values() for p in c.partitions]
     return SystemInputs(
         node_count=len(nodes),
         cluster_cpus=sum(n.cpus for n in nodes),
+        max_partition_priority=max(factors, default=0),
         max_qos_priority=max_qos,
         max_assoc_priority=max_assoc,
     )
+
+
+def partition_factors(clusters: Mapping[str, ClusterState]) -> dict[str, int]:
+    """Each partition's PriorityJobFactor by name."""
+    return {p.name: p.priority_job_factor for c in clusters.values() for p in c.partitions}
 
 
 def partition_tres(clusters: Mapping[str, ClusterState]) -> dict[str, dict[str, float]]:

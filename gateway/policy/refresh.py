@@ -21,7 +21,14 @@ from gateway.model.cluster import ClusterState
 from gateway.model.job import Job
 from gateway.model.state import Reason
 from gateway.model.values import INFINITE
-from gateway.policy.jobs import assoc_index, job_size, job_tres, partition_tres, system_inputs
+from gateway.policy.jobs import (
+    assoc_index,
+    job_size,
+    job_tres,
+    partition_factors,
+    partition_tres,
+    system_inputs,
+)
 from gateway.policy.model import PolicyState
 from gateway.policy.priority import (
     Factors,
@@ -100,6 +107,11 @@ def _compute(
         )
         for name, q in state.qos.items()
     }
+    top = sys.max_partition_priority
+    part_w = {  # slurmctld's part_ptr->norm_priority * PriorityWeightPartition
+        name: (float(f) if cfg.no_normal_part else f / top if top else 0.0) * cfg.weight_partition
+        for name, f in partition_factors(clusters).items()
+    }
     index = assoc_index(state)
     default_acct = {u.name: u.default_account for u in state.users.values()}
     per_assoc: dict[tuple[str, str, str], tuple[float, float]] = {}
@@ -156,7 +168,8 @@ def _compute(
         if w_tres:
             tres = {k: v * w_tres[k] for k, v in job_tres(job, totals, w_tres).items()}
             tres_sum = sum(tres.values())
-        total = age + ap + fs + js + qos + tres_sum - nice  # weighted_sum, inlined
+        pw = part_w.get(part, 0.0)
+        total = age + ap + fs + js + pw + qos + tres_sum - nice  # weighted_sum, inlined
         prio = 1 if total < 1 else (_MAX if total >= _MAX else int(total))
-        out[job.job_id] = Factors(job.job_id, prio, 0, age, ap, fs, js, 0.0, qos, nice, tres)
+        out[job.job_id] = Factors(job.job_id, prio, 0, age, ap, fs, js, pw, qos, nice, tres)
     return out

@@ -23,7 +23,7 @@ import pytest
 from tests.differential.test_preempt_vs_slurm import Side
 from tests.support.gateway_env import start_gateway, stop_gateway
 from tests.support.slurm_burst import SlurmClusters, run_on
-from tests.support.slurm_burst_conf import temporary_slurm_conf
+from tests.support.slurm_burst_conf import burst_site
 
 pytestmark = [pytest.mark.slurm]
 
@@ -57,17 +57,8 @@ SPRIO = ["sprio", "-h", "-o", "%i|%r|%Y|%J|%P|%Q|%N"]
 @pytest.fixture(scope="module")
 def real(slurm_burst_cluster: SlurmClusters) -> Iterator[Side]:
     stack = slurm_burst_cluster.burst
-    try:
-        for argv in QOS:
-            done = run_on(stack, ["sacctmgr", *argv])
-            assert done.returncode == 0, done.stderr
-        with temporary_slurm_conf(stack, SLURM_LINES):
-            try:
-                yield Side(lambda argv, user: run_on(stack, argv, user=user).stdout, stack.jobs_dir)
-            finally:
-                run_on(stack, ["scancel", "-p", "mfa,mfb"])
-    finally:
-        run_on(stack, ["sacctmgr", "-i", "delete", "qos", "mflo,mfhi"])
+    with burst_site(stack, SLURM_LINES, ("mfa", "mfb"), QOS):
+        yield Side(lambda argv, user: run_on(stack, argv, user=user).stdout, stack.jobs_dir)
 
 
 @pytest.fixture(scope="module")

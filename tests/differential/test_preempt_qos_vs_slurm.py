@@ -35,7 +35,7 @@ from tests.differential.test_preempt_vs_slurm import (
 )
 from tests.support.gateway_env import start_gateway, stop_gateway
 from tests.support.slurm_burst import SlurmClusters, run_on
-from tests.support.slurm_burst_conf import temporary_slurm_conf
+from tests.support.slurm_burst_conf import burst_site
 
 pytestmark = [pytest.mark.slurm]
 
@@ -70,17 +70,8 @@ REQUEUED = ("-p", "pq", "--qos=pqrq")
 @pytest.fixture(scope="module")
 def real(slurm_burst_cluster: SlurmClusters) -> Iterator[Side]:
     stack = slurm_burst_cluster.burst
-    try:
-        for argv in QOS:
-            done = run_on(stack, ["sacctmgr", *argv])
-            assert done.returncode == 0, done.stderr
-        with temporary_slurm_conf(stack, SLURM_LINES):
-            try:
-                yield Side(lambda argv, user: run_on(stack, argv, user=user).stdout, stack.jobs_dir)
-            finally:  # a failed step's requeued victim would start in the next run
-                run_on(stack, ["scancel", "-p", "pq"])
-    finally:
-        run_on(stack, ["sacctmgr", "-i", "delete", "qos", "pqhi,pqlo,pqrq,pqex"])
+    with burst_site(stack, SLURM_LINES, ("pq",), QOS):
+        yield Side(lambda argv, user: run_on(stack, argv, user=user).stdout, stack.jobs_dir)
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ import pytest
 
 from tests.support.gateway_env import Gateway, start_gateway, stop_gateway
 from tests.support.slurm_burst import SlurmClusters, run_on
-from tests.support.slurm_burst_conf import temporary_slurm_conf
+from tests.support.slurm_burst_conf import burst_site
 
 pytestmark = [pytest.mark.slurm]
 
@@ -79,11 +79,8 @@ class Side:
 @pytest.fixture(scope="module")
 def real(slurm_burst_cluster: SlurmClusters) -> Iterator[Side]:
     stack = slurm_burst_cluster.burst
-    with temporary_slurm_conf(stack, SLURM_LINES):
-        try:
-            yield Side(lambda argv, user: run_on(stack, argv, user=user).stdout, stack.jobs_dir)
-        finally:  # a failed step's requeued victim would start 121 s later in the next run
-            run_on(stack, ["scancel", "-p", "pc,pr,ph"])
+    with burst_site(stack, SLURM_LINES, ("pc", "pr", "ph")):
+        yield Side(lambda argv, user: run_on(stack, argv, user=user).stdout, stack.jobs_dir)
 
 
 @pytest.fixture(scope="module")

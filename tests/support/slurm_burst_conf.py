@@ -19,9 +19,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.support.slurm_burst import run_on
 from tests.support.slurm_stack import SlurmStack, SlurmStackError
 
-__all__ = ["restart_slurmctld", "temporary_slurm_conf"]
+__all__ = ["burst_site", "restart_slurmctld", "temporary_slurm_conf"]
 
 _SLURMCTLD = "/usr/sbin/slurmctld"
 
@@ -111,3 +112,28 @@ def temporary_slurm_conf(stack: SlurmStack, lines: Sequence[str]) -> Iterator[No
     finally:
         conf.write_bytes(original)
         restart_slurmctld(stack)
+
+
+@contextmanager
+def burst_site(
+    stack: SlurmStack,
+    lines: Sequence[str],
+    partitions: Sequence[str],
+    qos: Sequence[Sequence[str]] = (),
+) -> Iterator[None]:
+    """A differential module's site on the burst cluster: the QOS its `sacctmgr -i add qos
+    NAME ...` lines add (in the shared slurmdbd), `lines` appended to slurm.conf; on the
+    way out the jobs left in `partitions` are cancelled (a failed step's requeued job would
+    otherwise start inside the next module) and the QOS deleted, whatever happened."""
+    try:
+        for argv in qos:
+            done = run_on(stack, ["sacctmgr", *argv])
+            assert done.returncode == 0, done.stderr
+        with temporary_slurm_conf(stack, lines):
+            try:
+                yield
+            finally:
+                run_on(stack, ["scancel", "-p", ",".join(partitions)])
+    finally:
+        if qos:
+            run_on(stack, ["sacctmgr", "-i", "delete", "qos", ",".join(a[3] for a in qos)])

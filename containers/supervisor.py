@@ -46,9 +46,10 @@ from containers.runner import (
     open_job_io,
 )
 from containers.spool import LOG_ONLY, JobPlan, JobResult, read_json, step_to_json, write_json
+from containers.step_orphans import OrphanWatch, close_steps, killed_step
 from containers.step_rules import warning_time
 from containers.step_signals import Telling, abort_steps, cancel_step, running_steps, signal_steps
-from containers.steprecords import BATCH_STEP, CLOSED_STEPS, read_steps
+from containers.steprecords import BATCH_STEP, read_steps
 from containers.suspend import Pause
 from gateway.model.job import Step, batch_step_state, exit_code_pair, wait_status
 from gateway.model.state import JobState, Reason
@@ -89,6 +90,10 @@ class Supervisor:
         self.max_rss_kb = 0
         self.io: OpenedIO | None = None
         self.pause = Pause(jobdir)
+        batch_process = self.plan.batch and self.plan.container is None
+        self.orphans = (
+            OrphanWatch(jobdir, self.plan.job_id, self.plan.uid) if batch_process else None
+        )
 
     # --- messages into the job's stderr, as slurmstepd writes them ---------------------------
 
@@ -328,6 +333,8 @@ class Supervisor:
                         "being killed"
                     )
                     runner.signal_all(signal.SIGKILL)
+            if self.orphans is not None and self.kill_at is None:
+                self.orphans.check(now)
             if self.kill_at is not None and now >= self.kill_at:
                 runner.signal_all(signal.SIGKILL)
                 self.kill_at = now + 1.0
@@ -408,25 +415,13 @@ class Supervisor:
             ):
                 time.sleep(0.2)
         steps: list[Step] = []
-        closed: dict[str, object] = {}
+        ended: list[Step] = []
         for step in read_steps(self.dir, self.plan.job_id, self.plan.uid):
             if step.state is JobState.RUNNING and step.step_id != "batch":
-                step = Step(
-                    job_id=step.job_id,
-                    step_id=step.step_id,
-                    name=step.name,
-                    state=JobState.CANCELLED,
-                    start_time=step.start_time,
-                    end_time=end,
-                    exit_code=wait_status(signal=signal.SIGKILL),
-                    nodes=step.nodes,
-                    ntasks=step.ntasks,
-                    cpus=step.cpus,
-                )
-                closed[step.step_id] = step_to_json(step)
+                step = killed_step(step, end)
+                ended.append(step)
             steps.append(step)
-        if closed:
-            write_json(self.dir / CLOSED_STEPS, closed)
+        close_steps(self.dir, ended)
         return steps
 
     def _write_batch_step(

@@ -121,7 +121,8 @@ class JobValues:
         spec = self.job.spec
         widest = self.site.partition_cpus.get(self.job.partition.split(",")[0], 0)
         if spec.spreads_tasks and widest:  # slurmctld's estimate: on the partition's widest
-            return -(-(spec.ntasks or 1) * (spec.cpus_per_task or 1) // widest)
+            least = -(-(spec.ntasks or 1) * (spec.cpus_per_task or 1) // widest)
+            return max(least, spec.nodes_min or 1)
         return max(spec.nodes_min or 1, 1)
 
     @property

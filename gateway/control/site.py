@@ -28,7 +28,7 @@ from gateway.model.jobspec import JobSpec, Sharing
 from gateway.model.values import INFINITE, NO_VAL
 from gateway.policy.preempt_rules import mode_text, parse_mode
 from gateway.scheduler.licenses import valid_request
-from gateway.scheduler.part_limits import config_detail, fitting_nodes
+from gateway.scheduler.part_limits import config_detail, could_hold, fitting_nodes
 from gateway.scheduler.request import constraint_satisfied, node_request
 from gateway.scheduler.selection import default_target
 
@@ -180,7 +180,7 @@ def check_request(
             required = [n for n in members if n.name in nodelist]
             if fit and fitting_nodes(req, required, def_mem_per_cpu_mb) < len(nodelist):
                 continue  # a required node that could never take its share
-            if fit and fitting_nodes(req, members, def_mem_per_cpu_mb) >= req.nodes:
+            if fit and could_hold(req, members, def_mem_per_cpu_mb):
                 return
             if spec.constraint and not any(
                 constraint_satisfied(spec.constraint, n.features) for n in members

@@ -319,8 +319,19 @@ def _memory(req: NodeRequest, node: Node, def_mem: int) -> int:
 
 
 def _spread_fit(req: NodeRequest, groups: Sequence[_Group], def_mem: int, where: str) -> str | None:
-    """Whether the nodes together hold `req.tasks` tasks of `req.cpus_per_task` CPUs."""
-    total = sum(task_capacity(req, n.cpus, n.memory_mb, def_mem) * c for n, c in groups)
+    """Whether the nodes together hold `req.tasks` tasks of `req.cpus_per_task` CPUs (a
+    node range: its `max_nodes` biggest nodes, at least MIN of them holding a task)."""
+    caps = [(task_capacity(req, n.cpus, n.memory_mb, def_mem), c) for n, c in groups]
+    if req.wide:
+        caps = sorted(((cap, c) for cap, c in caps if cap > 0), reverse=True)
+        holding = sum(c for _, c in caps)
+        if holding < req.nodes:
+            return f"{req.nodes} nodes needed, {holding} could hold a task{where}"
+        room, total = req.max_nodes, 0
+        for cap, c in caps:
+            total, room = total + cap * min(c, room), room - min(c, room)
+    else:
+        total = sum(cap * c for cap, c in caps)
     if total >= req.tasks:
         return None
     return f"{req.tasks} tasks of {req.cpus_per_task} CPUs need more than its nodes have{where}"

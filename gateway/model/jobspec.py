@@ -146,18 +146,26 @@ class JobSpec:
         GPU and per-node requests keep a fixed node count, and so does a --mincpus beyond
         one task's CPUs (sbatch's own `-c N` sets a minimum of N: `-n 3 -c 2` spreads). A
         node list (-w) names nodes it must include and sets only the minimum count (sbatch's
-        `_opt_verify`), so `-w node01 -n3` spreads too: node[01-02] on 2-CPU nodes."""
+        `_opt_verify`), so `-w node01 -n3` spreads too: node[01-02] on 2-CPU nodes. A node
+        range spreads too (`wide_range`), GPUs per node included."""
+        if (self.ntasks or 0) <= 1 or self.ntasks_per_node is not None:
+            return False
+        if (self.mincpus or 0) > (self.cpus_per_task or 1):  # sbatch -c sets it too
+            return False
+        if self.wide_range:
+            return not (self.gpus or self.gpus_per_task)
         return (
-            (self.ntasks or 0) > 1
-            and (self.nodes_min is None or (bool(self.nodelist) and self.nodes_max is None))
-            and self.ntasks_per_node is None
-            and (self.mincpus or 0) <= (self.cpus_per_task or 1)  # sbatch -c sets it too
-            and not (
-                any(g.name == "gpu" for g in self.gres)
-                or self.gpus
-                or self.gpus_per_node
-                or self.gpus_per_task
-            )
+            self.nodes_min is None or (bool(self.nodelist) and self.nodes_max is None)
+        ) and not (any(g.name == "gpu" for g in self.gres) or self.gpus or self.gpus_per_node)
+
+    @property
+    def wide_range(self) -> bool:
+        """`-N MIN-MAX`: slurmctld gives such a job as many nodes as it can, up to MAX and
+        one task each at least (`-N1-4 -n3` on idle nodes: three), and at least MIN."""
+        return (
+            self.nodes_min is not None
+            and self.nodes_max is not None
+            and self.nodes_max > self.nodes_min
         )
 
 

@@ -4,16 +4,31 @@ layout of `-n` without `-N` over as few nodes as the tasks need (`place_spread`)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from gateway.model.job import RankPlacement
 from gateway.scheduler.records import rank
 from gateway.scheduler.request import NodeRequest, task_capacity
 from gateway.scheduler.snapshot import NodeFree, Snapshot
 
-__all__ = ["Statement", "place_spread", "required_first"]
+__all__ = ["Statement", "node_order", "place_spread", "required_first"]
 
 _NO_GPUS: frozenset[int] = frozenset()
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+@lru_cache(maxsize=1 << 16)  # asked once per rank placed, of a site's few names
+def node_order(name: str) -> tuple[tuple[int, str, int], ...]:
+    """node2 before node10 (a site numbers its nodes; slurm.conf lists them in order)."""
+    return tuple(
+        (1, "", int(part)) if part.isdigit() else (0, part, 0)
+        for part in _DIGITS.split(name)
+        if part
+    )
 
 
 class Statement:
@@ -69,13 +84,36 @@ def place_spread(
     """-n without -N: fill the candidates in their order with as many tasks as each can
     take, over as few nodes as that gives (Slurm lays out `-n 5` on 2-CPU nodes as 2,2,1);
     the required (-w) nodes first, each left at least one task (`-w node[01-02] -n2`: 1,1)."""
+    layout = _wide_layout(req, cands, snap) if req.wide else _narrow_layout(req, cands, snap)
+    if layout is None:
+        return None
+    stmt = Statement(free)
+    out: list[RankPlacement] = []
+    for f, tasks in layout:
+        node = f.node
+        cpus = node.cpus if req.exclusive else tasks * req.cpus_per_task
+        memory = req.memory_for(cpus, snap.def_mem_per_cpu_mb, node.memory_mb)
+        gpus = stmt.allocate(node.name, cpus, memory, req.gpus, req.exclusive)
+        out.append(rank(node, tasks, cpus, memory, gpus))
+    stmt.commit()
+    return tuple(out)
+
+
+def _capacity(req: NodeRequest, f: NodeFree, snap: Snapshot) -> int:
+    cpus = f.node.cpus if req.exclusive else f.cpus
+    memory = f.node.memory_mb if req.exclusive else f.memory_mb
+    return task_capacity(req, cpus, memory, snap.def_mem_per_cpu_mb)
+
+
+def _narrow_layout(
+    req: NodeRequest, cands: Sequence[NodeFree], snap: Snapshot
+) -> list[tuple[NodeFree, int]] | None:
+    """As few nodes as the tasks need, the required ones first, each given a task."""
     layout: list[tuple[NodeFree, int]] = []
     left = req.tasks
     owed = len(req.nodelist)  # required nodes still to get a task
     for f in cands:
-        cpus = f.node.cpus if req.exclusive else f.cpus
-        memory = f.node.memory_mb if req.exclusive else f.memory_mb
-        take = min(left, task_capacity(req, cpus, memory, snap.def_mem_per_cpu_mb))
+        take = min(left, _capacity(req, f, snap))
         if owed:
             owed -= 1
             take = min(take, left - owed)
@@ -86,15 +124,34 @@ def place_spread(
             left -= take
         if left == 0 or len(layout) == req.max_nodes:
             break
+    return None if left > 0 else layout
+
+
+def _wide_layout(
+    req: NodeRequest, cands: Sequence[NodeFree], snap: Snapshot
+) -> list[tuple[NodeFree, int]] | None:
+    """-N MIN-MAX: up to `max_nodes` nodes that can take a task (the required ones
+    first), at least MIN of them; the tasks split over them in blocks (`-N1-2 -n3`: 2,1),
+    what a node cannot hold going to the next with room. Ranks in node order."""
+    chosen: list[tuple[NodeFree, int]] = []
+    for i, f in enumerate(cands):
+        cap = _capacity(req, f, snap)
+        if cap <= 0 and i < len(req.nodelist):
+            return None
+        if cap > 0:
+            chosen.append((f, cap))
+        if len(chosen) == req.max_nodes:
+            break
+    if len(chosen) < req.nodes:
+        return None
+    chosen.sort(key=lambda c: node_order(c[0].node.name))
+    base, extra = divmod(req.tasks, len(chosen))
+    shares = [min(cap, base + (i < extra)) for i, (_, cap) in enumerate(chosen)]
+    left = req.tasks - sum(shares)
+    for i, (_, cap) in enumerate(chosen):
+        more = min(left, cap - shares[i])
+        shares[i] += more
+        left -= more
     if left > 0:
         return None
-    stmt = Statement(free)
-    out: list[RankPlacement] = []
-    for f, tasks in layout:
-        node = f.node
-        cpus = node.cpus if req.exclusive else tasks * req.cpus_per_task
-        memory = req.memory_for(cpus, snap.def_mem_per_cpu_mb, node.memory_mb)
-        gpus = stmt.allocate(node.name, cpus, memory, 0, req.exclusive)
-        out.append(rank(node, tasks, cpus, memory, gpus))
-    stmt.commit()
-    return tuple(out)
+    return [(f, n) for (f, _), n in zip(chosen, shares, strict=True)]

@@ -14,17 +14,16 @@ The cycle never mutates the snapshot and performs no IO; the gateway applies the
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache, partial
+from functools import partial
 from operator import attrgetter
 
 from gateway.compat.hostlist import compress
 from gateway.model.cluster import UNAVAILABLE, ClusterState, NodeState
 from gateway.model.job import Job, RankPlacement
 from gateway.model.state import Reason
-from gateway.scheduler.allocation import Statement, place_spread, required_first
+from gateway.scheduler.allocation import Statement, node_order, place_spread, required_first
 from gateway.scheduler.backfill import Planned, Planner
 from gateway.scheduler.bf_running import cluster_nodes
 from gateway.scheduler.gc_pause import gc_paused
@@ -127,7 +126,7 @@ def _place(
         return None
     # ranks in node order, as slurmctld lays a job out over its node bitmap: rank 0 and the
     # batch script on the lowest node, whichever node scored best
-    chosen = sorted(chosen[: req.nodes], key=lambda f: _node_order(f.node.name))
+    chosen = sorted(chosen[: req.nodes], key=lambda f: node_order(f.node.name))
     stmt = Statement(free)
     out: list[RankPlacement] = []
     widest = max(req.tasks_per_node)
@@ -141,19 +140,6 @@ def _place(
         out.append(rank(node, tasks, cpus, memory, gpus))  # shared when equal (records.py)
     stmt.commit()
     return tuple(out)
-
-
-_DIGITS = re.compile(r"(\d+)")
-
-
-@lru_cache(maxsize=1 << 16)  # asked once per rank placed, of a site's few names
-def _node_order(name: str) -> tuple[tuple[int, str, int], ...]:
-    """node2 before node10 (a site numbers its nodes; slurm.conf lists them in order)."""
-    return tuple(
-        (1, "", int(part)) if part.isdigit() else (0, part, 0)
-        for part in _DIGITS.split(name)
-        if part
-    )
 
 
 # cluster names -> (the descriptions the set was made from, the set): a cycle asks for every

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from gateway.model.cluster import ClusterState, Node, Partition
 from gateway.model.jobspec import JobSpec
 from gateway.model.state import Reason
-from gateway.scheduler.request import NodeRequest, constraint_satisfied, node_request
+from gateway.scheduler.request import NodeRequest, constraint_satisfied, node_request, task_capacity
 
-__all__ = ["config_detail", "fitting_nodes", "never_fits", "partition_limit"]
+__all__ = ["config_detail", "could_hold", "fitting_nodes", "never_fits", "partition_limit"]
 
 
 def _members(cluster: ClusterState, part: Partition) -> list[Node]:
@@ -58,7 +58,23 @@ def partition_limit(spec: JobSpec, cluster: ClusterState, part: Partition) -> Re
 
 def fitting_nodes(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb: int) -> int:
     """How many of `members` could each hold one node's share of the request when idle."""
-    count = 0
+    return len(_fitting(req, members, def_mem_per_cpu_mb))
+
+
+def could_hold(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb: int) -> bool:
+    """Whether `members`, idle, could hold the request: enough nodes for its share and, for
+    a node range, its tasks on its MAX biggest nodes (`-N1-2 -n5` on 2-CPU nodes: never)."""
+    fit = _fitting(req, members, def_mem_per_cpu_mb)
+    if len(fit) < req.nodes:
+        return False
+    if not req.wide:
+        return True
+    caps = sorted(task_capacity(req, n.cpus, n.memory_mb, def_mem_per_cpu_mb) for n in fit)
+    return sum(caps[-req.max_nodes :]) >= req.tasks
+
+
+def _fitting(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb: int) -> list[Node]:
+    out: list[Node] = []
     for n in members:
         if n.cpus < req.cpus or n.gpu_count(req.gpu_type) < req.gpus:
             continue
@@ -67,8 +83,8 @@ def fitting_nodes(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb:
         ):
             continue
         if constraint_satisfied(req.constraint, n.features):
-            count += 1
-    return count
+            out.append(n)
+    return out
 
 
 def never_fits(spec: JobSpec, clusters: Sequence[ClusterState], partition: str, mem: int) -> bool:
@@ -83,7 +99,7 @@ def never_fits(spec: JobSpec, clusters: Sequence[ClusterState], partition: str, 
             part = cluster.partition(pname)
             if part is None or any(name not in part.nodes for name in nodelist):
                 continue
-            if fitting_nodes(req, _members(cluster, part), mem) >= req.nodes:
+            if could_hold(req, _members(cluster, part), mem):
                 return False
     return True
 

@@ -46,6 +46,9 @@ class NodeRequest:
     # `cpus` is then one task's, and `tasks_per_node` is decided by the placement
     spread: bool = False
     cpus_per_task: int = 1
+    # -N MIN-MAX with a spread: one task on each of up to `max_nodes` nodes first, then the
+    # rest as each can hold them (`-N1-2 -n3`: 2,1); `nodes` is MIN
+    wide: bool = False
 
     def memory_for(self, cpus: int, def_mem_per_cpu: int, node_mem: int) -> int:
         """Memory (MiB) this job takes on one node with `cpus` cpus there."""
@@ -85,7 +88,7 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
     """The per-node request of a job (the first component of a hetjob)."""
     nodes = max(spec.nodes_min or 1, len(nodelist), 1)
     open_count = spec.nodes_min is None or (bool(nodelist) and spec.nodes_max is None)
-    if open_count and spec.ntasks and spec.ntasks_per_node:
+    if (open_count or spec.wide_range) and spec.ntasks and spec.ntasks_per_node:
         # `-n 3 --ntasks-per-node=1` without -N (or with -w only): ceil(3/1) nodes
         nodes = max(nodes, _ceil_div(spec.ntasks, spec.ntasks_per_node))
     max_nodes = max(spec.nodes_max or nodes, nodes)
@@ -106,8 +109,9 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
     if spec.cpus_per_gpu and gpus:
         cpus = max(cpus, spec.cpus_per_gpu * gpus)
     spread = spec.spreads_tasks
+    wide = spread and spec.wide_range
     if spread:
-        cpus, max_nodes = cpt, tasks
+        cpus, max_nodes = cpt, min(max_nodes, tasks) if wide else tasks
     memory: int | None
     mem_per_cpu = spec.mem_per_cpu_mb
     if spec.mem_per_node_mb is not None:
@@ -137,6 +141,7 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
         switches_wait_s=spec.switches_wait_s,
         spread=spread,
         cpus_per_task=cpt,
+        wide=wide,
     )
 
 

@@ -14,21 +14,17 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.support.gateway_env import running_gateway
+from tests.support.placed_jobs import Run, placed
 from tests.support.real_slurm import run_real
-from tests.support.slurm_stack import SlurmStack, cancel, job_id_from_sbatch
+from tests.support.slurm_stack import SlurmStack
 
 pytestmark = pytest.mark.slurm
-
-Run = Callable[[list[str]], subprocess.CompletedProcess[str]]
 
 _REQUESTS = (
     ("-w", "node01", "-N2"),
@@ -40,31 +36,10 @@ _REQUESTS = (
     ("-w", "node01", "-n3", "--gres=gpu:1"),  # node01 has no GPU: refused
     ("-w", "node01", "-N1", "-n3"),  # one 2-CPU node for three tasks: refused
 )
-_SCRIPT = "echo $SLURM_JOB_NODELIST $SLURM_NNODES $SLURM_TASKS_PER_NODE"
-
-
-def _one(run: Run, where: Path, args: tuple[str, ...]) -> list[str]:
-    """What sbatch said, then (when accepted) the job's view and sacct's, once it ended."""
-    out = where / f"w-{time.time_ns()}.out"
-    done = run(["sbatch", "--parsable", "-p", "real", *args, "-o", str(out), "--wrap", _SCRIPT])
-    if done.returncode != 0:
-        return [done.stderr.strip(), f"rc={done.returncode}"]
-    job = job_id_from_sbatch(done.stdout)
-    deadline = time.monotonic() + 60
-    while True:  # (scontrol, not sacct: slurmdbd may name the batch host alone for a while)
-        text = run(["scontrol", "-o", "show", "job", job]).stdout
-        got = dict(re.findall(r"(\w+)=(\S*)", text))
-        if got.get("JobState") == "COMPLETED" and out.exists() and out.read_text():
-            fields = ("JobState", "NodeList", "NumNodes", "NumCPUs", "NumTasks")
-            return [out.read_text().strip(), "|".join(got.get(f, "?") for f in fields)]
-        if time.monotonic() > deadline:
-            cancel(job)
-            raise AssertionError(f"{args}: {text!r}")
-        time.sleep(0.5)
 
 
 def _all(run: Run, where: Path) -> dict[tuple[str, ...], list[str]]:
-    return {args: _one(run, where, args) for args in _REQUESTS}
+    return {args: placed(run, where, args) for args in _REQUESTS}
 
 
 def test_a_node_list_is_the_nodes_a_job_must_include_as_on_slurm(cluster: SlurmStack) -> None:

@@ -147,16 +147,17 @@ class JobSpec:
         one task's CPUs (sbatch's own `-c N` sets a minimum of N: `-n 3 -c 2` spreads). A
         node list (-w) names nodes it must include and sets only the minimum count (sbatch's
         `_opt_verify`), so `-w node01 -n3` spreads too: node[01-02] on 2-CPU nodes. A node
-        range spreads too (`wide_range`), GPUs per node included."""
+        range spreads too (`wide_range`); both may ask GPUs per node (`-w node03 -n3
+        --gres=gpu:1`: node[03-04], one GPU each)."""
         if (self.ntasks or 0) <= 1 or self.ntasks_per_node is not None:
             return False
         if (self.mincpus or 0) > (self.cpus_per_task or 1):  # sbatch -c sets it too
             return False
-        if self.wide_range:
-            return not (self.gpus or self.gpus_per_task)
-        return (
-            self.nodes_min is None or (bool(self.nodelist) and self.nodes_max is None)
-        ) and not (any(g.name == "gpu" for g in self.gres) or self.gpus or self.gpus_per_node)
+        if self.wide_range or (bool(self.nodelist) and self.nodes_max is None):
+            return not (self.gpus or self.gpus_per_task)  # GPUs per node: each node's own
+        return self.nodes_min is None and not (
+            any(g.name == "gpu" for g in self.gres) or self.gpus or self.gpus_per_node
+        )
 
     @property
     def wide_range(self) -> bool:

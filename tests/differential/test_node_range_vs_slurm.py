@@ -58,8 +58,14 @@ def test_a_node_range_takes_as_many_nodes_as_it_may_as_on_slurm(cluster: SlurmSt
     try:
         theirs = _all(run_real, where)
         # what the cluster did, so that agreeing means something
-        assert theirs[0] == ["node[01-02] 2 2,1", "COMPLETED|node[01-02]|2|3|3"]
-        assert theirs[3] == ["node[01-03] 3 1(x3)", "COMPLETED|node[01-03]|3|3|3"]
+        assert theirs[0] == [
+            "node[01-02] 2 2,1",
+            "COMPLETED|node[01-02]|2|3|3|cpu=3,mem=300M,node=2,billing=3",
+        ]
+        assert theirs[3] == [
+            "node[01-03] 3 1(x3)",
+            "COMPLETED|node[01-03]|3|3|3|cpu=3,mem=300M,node=3,billing=3",
+        ]
         assert theirs[len(_REQUESTS)] == "NumNodes=2-2 NumCPUs=3 NumTasks=3"
         config = f'[local]\nslurm_conf = "{cluster.slurm_conf}"\n'
         with running_gateway(config) as gw:

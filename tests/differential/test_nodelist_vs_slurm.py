@@ -34,6 +34,7 @@ _REQUESTS = (
     ("-w", "node02", "-n5"),
     ("-w", "node[01-02]", "-n4"),
     ("-w", "node01", "-n3", "--gres=gpu:1"),  # node01 has no GPU: refused
+    ("-w", "node03", "-n3", "--gres=gpu:1"),  # node04 added, a GPU each
     ("-w", "node01", "-N1", "-n3"),  # one 2-CPU node for three tasks: refused
 )
 
@@ -48,7 +49,10 @@ def test_a_node_list_is_the_nodes_a_job_must_include_as_on_slurm(cluster: SlurmS
     try:
         theirs = _all(run_real, where)
         # what the cluster did, so that agreeing means something
-        assert theirs[_REQUESTS[1]] == ["node[01-02] 2 2,1", "COMPLETED|node[01-02]|2|3|3"]
+        assert theirs[_REQUESTS[1]] == [
+            "node[01-02] 2 2,1",
+            "COMPLETED|node[01-02]|2|3|3|cpu=3,mem=300M,node=2,billing=3",
+        ]
         assert theirs[_REQUESTS[3]][0] == "node[01-02] 2 1(x2)"
         assert re.match(r"sbatch: error: .*not available", theirs[_REQUESTS[6]][0])
         config = f'[local]\nslurm_conf = "{cluster.slurm_conf}"\n'

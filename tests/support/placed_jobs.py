@@ -30,7 +30,7 @@ def placed(run: Run, where: Path, args: tuple[str, ...]) -> list[str]:
         text = run(["scontrol", "-o", "show", "job", job]).stdout
         got = dict(re.findall(r"(\w+)=(\S*)", text))
         if got.get("JobState") == "COMPLETED" and out.exists() and out.read_text():
-            fields = ("JobState", "NodeList", "NumNodes", "NumCPUs", "NumTasks")
+            fields = ("JobState", "NodeList", "NumNodes", "NumCPUs", "NumTasks", "TRES")
             return [out.read_text().strip(), "|".join(got.get(f, "?") for f in fields)]
         if time.monotonic() > deadline:
             cancel(job)

@@ -125,8 +125,11 @@ def _elapsed(r: Rec) -> int:
 def accounted_exit_code(job: Job) -> int:
     """The job's exit code as slurmdbd holds it: a job slurmctld ended at its time limit or
     by preemption was recorded then, before its batch shell's status (scontrol's ExitCode,
-    0:15 or 0:9) came: 0:0 (both recorded on the test clusters)."""
-    return 0 if job.state in (JobState.TIMEOUT, JobState.PREEMPTED) else job.exit_code
+    0:15 or 0:9) came: 0:0 (both recorded on the test clusters). slurmctld's own status 1
+    (a job failed at submission) is stored as exit code 1, not signal 1 (`as_mysql_job`)."""
+    if job.state in (JobState.TIMEOUT, JobState.PREEMPTED):
+        return 0
+    return 256 if job.exit_code == 1 else job.exit_code
 
 
 def _exit(status: int) -> str:

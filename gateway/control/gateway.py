@@ -14,7 +14,6 @@ import contextlib
 import logging
 import os
 import signal
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -22,6 +21,8 @@ from dataclasses import dataclass, replace
 from gateway.backend import Capabilities, capabilities_of
 from gateway.compat.errors import CompatError
 from gateway.compat.optypes import EarlyExit
+from gateway.compat.slurm_errors import SlurmErrno
+from gateway.compat.verify import SubmitError
 from gateway.control.arraytasks import split_task
 from gateway.control.config import GatewayConfig
 from gateway.control.jobtable import JobTable
@@ -31,9 +32,11 @@ from gateway.control.reload import reload_jobs
 from gateway.control.routing import router_for
 from gateway.control.site import gres_types_of
 from gateway.control.snapshots import build_snapshot, free_resources
+from gateway.control.submissions import SubmissionLedger
 from gateway.control.submit import (
     Caller,
     NeedScript,
+    RecordedRefusal,
     SbatchCall,
     build_job,
     parse_call,
@@ -112,8 +115,7 @@ class Gateway:
         self._gres_types: tuple[tuple[ClusterState, ...], tuple[str, ...]] | None = None
         self.launcher = Launcher(self)
         self.router = router_for(self)  # multi-cluster routing, when [routing] is configured
-        # (owner uid, submission token) -> the job id once committed (None: not stored)
-        self._inflight: dict[tuple[int, str], asyncio.Future[int | None]] = {}
+        self.submissions = SubmissionLedger(store, self.committer)
         # test hook for a fault nothing else produces on demand: die between the commit of
         # a submission and its answer (tests/e2e/test_storage_faults.py)
         self._crash_after_commit = os.environ.get("CALDERA_TEST_CRASH_AFTER_COMMIT") == "1"
@@ -215,11 +217,13 @@ class Gateway:
     # --- submission -----------------------------------------------------------------
 
     async def sbatch(self, call: SbatchCall, caller: Caller) -> SubmitOutcome:
-        """Parse, check, store durably, then answer with sbatch's output."""
+        """Parse, check, store durably, then answer with sbatch's output. An id is used
+        where slurmctld uses one: by a job it accepts, a --test-only, a job it fails at
+        once (`RecordedRefusal`) and an invalid feature; other refusals use none."""
         now = self.clock()
+        job_id = self.next_id  # taken (`_alloc_id`) before the first await below
         try:
             request = parse_call(call, caller, now, self.config.max_array_size, self.gres_types())
-            job_id = self._alloc_id()
             job = build_job(
                 job_id,
                 request,
@@ -232,63 +236,40 @@ class Gateway:
                 self._job_exists,
             )
             job = policy_of(self).admit(job, call.retry, caller.operator)  # MaxSubmitJobs: refused
+        except RecordedRefusal as refused:
+            self._alloc_id()
+            try:  # no token: a retry is refused again, as a second sbatch would be
+                sub = Submission(refused.job, request.script, dict(call.env))
+                await self.submissions.store_once(sub, caller.uid, False, now)
+                self.remember(refused.job)
+            except StoreError as exc:
+                log.error("job %s (refused) not stored: %s", refused.job.job_id, exc)
+            return SubmitOutcome(None, "", refused.error.render("sbatch"), 1)
         except CompatError as exc:
+            if isinstance(exc, SubmitError) and exc.errno is SlurmErrno.INVALID_FEATURE:
+                self._alloc_id()
             return SubmitOutcome(None, "", exc.render("sbatch"), exc.exit_code)
         except EarlyExit as done:  # --help, --usage, --version, --gres=help
             return SubmitOutcome(None, done.stdout, "", done.code)
         except NeedScript as need:
             return SubmitOutcome(None, "", "", 0, need_script=need)
+        self._alloc_id()
         if request.test_only:
             return self._test_only(job)
-        key = None if call.token is None else (job.uid, call.token)
-        stored: int | None = None
-        registered: asyncio.Future[int | None] | None = None
         try:
-            if key is not None and call.retry:
-                known = await self._token_job(key)
-                if known is not None:  # stored before its answer was lost: the same job
-                    out, err = submit_message(known, request)
-                    return SubmitOutcome(known, out, err, 0, request.wait)
-            if key is not None:
-                registered = self._inflight[key] = asyncio.get_running_loop().create_future()
-            env = {k: v for k, v in call.env.items()}
-            await self.committer.commit(
-                Batch(
-                    submissions=[Submission(job, request.script, env, call.token)],
-                    events=[StoredEvent(job.job_id, now, "submit", {"uid": caller.uid})],
-                )
-            )
-            stored = job.job_id
+            sub = Submission(job, request.script, dict(call.env), call.token)
+            stored = await self.submissions.store_once(sub, caller.uid, call.retry, now)
         except StoreError as exc:  # nothing is acknowledged that is not stored
-            if key is not None and isinstance(exc.__cause__, sqlite3.IntegrityError):
-                # two attempts of one submission raced: the other one stored the job
-                known = None
-                with contextlib.suppress(StoreError):
-                    known = await asyncio.to_thread(self.store.job_for_token, *key)
-                if known is not None:
-                    out, err = submit_message(known, request)
-                    return SubmitOutcome(known, out, err, 0, request.wait)
             log.error("job %s not stored: %s", job.job_id, exc)
             msg = f"sbatch: error: Batch job submission failed: {exc.cause}\n"
             return SubmitOutcome(None, "", msg, 1)
-        finally:
-            if key is not None and registered is not None:
-                if self._inflight.get(key) is registered:
-                    del self._inflight[key]
-                registered.set_result(stored)
-        if self._crash_after_commit:
-            os.kill(os.getpid(), signal.SIGKILL)
-        self.remember(job)
-        self.wake()
-        out, err = submit_message(job.job_id, request)
-        return SubmitOutcome(job.job_id, out, err, 0, request.wait)
-
-    async def _token_job(self, key: tuple[int, str]) -> int | None:
-        """The job an earlier attempt of this submission stored, if any (in flight: wait)."""
-        pending = self._inflight.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        return await asyncio.to_thread(self.store.job_for_token, *key)
+        if stored == job.job_id:
+            if self._crash_after_commit:
+                os.kill(os.getpid(), signal.SIGKILL)
+            self.remember(job)
+            self.wake()
+        out, err = submit_message(stored, request)
+        return SubmitOutcome(stored, out, err, 0, request.wait)
 
     def _test_only(self, job: Job) -> SubmitOutcome:
         result = run_cycle(self._snapshot([job]), self.registry, estimates=False)

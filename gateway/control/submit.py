@@ -27,6 +27,7 @@ from gateway.scheduler.part_limits import partition_limit
 __all__ = [
     "Caller",
     "NeedScript",
+    "RecordedRefusal",
     "SbatchCall",
     "build_job",
     "parse_call",
@@ -141,9 +142,15 @@ def build_job(
     partitions = pick_partitions(spec, clusters)
     spec = partition_defaults(spec, partitions, clusters)
     limit = _partition_limit(spec, partitions, clusters)
-    check_request(
-        spec, partitions, clusters, def_mem_per_cpu_mb, fit=not spec.hold and limit is None
-    )
+    refused: SubmitError | None = None
+    try:
+        check_request(
+            spec, partitions, clusters, def_mem_per_cpu_mb, fit=not spec.hold and limit is None
+        )
+    except SubmitError as exc:
+        if exc.errno is not SlurmErrno.REQUESTED_NODE_CONFIG_UNAVAILABLE:
+            raise
+        refused = exc
     part = None
     for cluster in clusters.values():
         part = cluster.partition(partitions[0]) or part
@@ -153,7 +160,7 @@ def build_job(
         command = " ".join((command, *spec.script_args))
     if call.allocation is not None:
         command = call.allocation
-    return Job(
+    job = Job(
         job_id=job_id,
         spec=spec,
         user=caller.user,
@@ -176,6 +183,32 @@ def build_job(
         qos=spec.qos or "normal",
         time_limit=time_limit,
         cluster=next(iter(clusters), "local"),
+    )
+    if refused is not None:
+        raise RecordedRefusal(refused, _failed_at_submission(job, now))
+    return job
+
+
+class RecordedRefusal(Exception):
+    """A request no node configuration can hold: slurmctld has made the job's record by
+    then (`_select_nodes_parts` runs after `_job_create`), so the refusal uses a job id and
+    leaves the job FAILED (Reason=BadConstraints, exit code 1) in scontrol and sacct."""
+
+    def __init__(self, error: SubmitError, job: Job) -> None:
+        super().__init__(str(error))
+        self.error, self.job = error, job
+
+
+def _failed_at_submission(job: Job, now: float) -> Job:
+    return replace(
+        job,
+        state=JobState.FAILED,
+        reason=Reason.BAD_CONSTRAINTS,
+        hold=None,
+        exit_code=1,  # slurmctld's own 1 (scontrol 0:1; slurmdbd stores it as 1:0)
+        eligible_time=now,
+        start_time=now,
+        end_time=now,
     )
 
 

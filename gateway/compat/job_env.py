@@ -390,10 +390,13 @@ def batch_environment(
     env["SLURM_JOB_CPUS_PER_NODE"] = compress_counts(p.cpus for p in placement)
     env["ENVIRONMENT"] = "BATCH"
     env["HOSTNAME"] = node_name
+    per_node = tasks_per_node(spec, placement)
     if spec.ntasks is not None:
         env.setdefault("SLURM_NTASKS", str(spec.ntasks))
         env.setdefault("SLURM_NPROCS", str(spec.ntasks))
-    env["SLURM_TASKS_PER_NODE"] = compress_counts(tasks_per_node(spec, placement))
+    elif spec.ntasks_per_node is not None:  # `-N2-4 --ntasks-per-node=2`: the tasks it got
+        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(sum(per_node))
+    env["SLURM_TASKS_PER_NODE"] = compress_counts(per_node)
     env.update(_memory_layer(spec, def_mem_per_cpu_mb))
     if job.account:
         env["SLURM_JOB_ACCOUNT"] = job.account

@@ -322,6 +322,11 @@ def _spread_fit(req: NodeRequest, groups: Sequence[_Group], def_mem: int, where:
     """Whether the nodes together hold `req.tasks` tasks of `req.cpus_per_task` CPUs (a
     node range: its `max_nodes` biggest nodes, at least MIN of them holding a task)."""
     caps = [(task_capacity(req, n.cpus, n.memory_mb, def_mem), c) for n, c in groups]
+    if req.fixed_per_node:
+        holding = sum(c for cap, c in caps if cap >= req.fixed_per_node)
+        if holding >= req.nodes:
+            return None
+        return f"{req.nodes} nodes needed, {holding} could hold their tasks{where}"
     if req.wide:
         caps = sorted(((cap, c) for cap, c in caps if cap > 0), reverse=True)
         holding = sum(c for _, c in caps)

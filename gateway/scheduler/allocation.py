@@ -136,6 +136,8 @@ def _wide_layout(
     chosen: list[tuple[NodeFree, int]] = []
     for i, f in enumerate(cands):
         cap = _capacity(req, f, snap)
+        if req.fixed_per_node and cap < req.fixed_per_node:
+            cap = 0
         if cap <= 0 and i < len(req.nodelist):
             return None
         if cap > 0:
@@ -145,6 +147,8 @@ def _wide_layout(
     if len(chosen) < req.nodes:
         return None
     chosen.sort(key=lambda c: node_order(c[0].node.name))
+    if req.fixed_per_node:
+        return [(f, req.fixed_per_node) for f, _ in chosen]
     base, extra = divmod(req.tasks, len(chosen))
     shares = [min(cap, base + (i < extra)) for i, (_, cap) in enumerate(chosen)]
     left = req.tasks - sum(shares)

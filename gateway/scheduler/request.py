@@ -49,6 +49,9 @@ class NodeRequest:
     # -N MIN-MAX with a spread: one task on each of up to `max_nodes` nodes first, then the
     # rest as each can hold them (`-N1-2 -n3`: 2,1); `nodes` is MIN
     wide: bool = False
+    # -N MIN-MAX without -n: each node takes this many tasks (0: not such a job); `tasks`
+    # is then MAX's, and the job has as many as the nodes it gets
+    fixed_per_node: int = 0
 
     def memory_for(self, cpus: int, def_mem_per_cpu: int, node_mem: int) -> int:
         """Memory (MiB) this job takes on one node with `cpus` cpus there."""
@@ -110,6 +113,10 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
         cpus = max(cpus, spec.cpus_per_gpu * gpus)
     spread = spec.spreads_tasks
     wide = spread and spec.wide_range
+    per_node_range = _per_node_range(spec)
+    if per_node_range:  # -N MIN-MAX without -n: tasks per node fixed, the count found
+        spread = wide = True
+        tasks, per_node = max_nodes * per_node_range, (per_node_range,) * max_nodes
     if spread:
         cpus, max_nodes = cpt, min(max_nodes, tasks) if wide else tasks
     memory: int | None
@@ -142,7 +149,19 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
         spread=spread,
         cpus_per_task=cpt,
         wide=wide,
+        fixed_per_node=per_node_range,
     )
+
+
+def _per_node_range(spec: JobSpec) -> int:
+    """Tasks per node of `-N MIN-MAX` without a task count (0: not such a job): slurmctld
+    gives it as many free nodes as it may up to MAX (`-N2-4` on idle nodes: four), each
+    with `--ntasks-per-node` tasks (one by default)."""
+    if not spec.wide_range or spec.ntasks is not None:
+        return 0
+    if spec.gpus or spec.gpus_per_task or (spec.mincpus or 0) > (spec.cpus_per_task or 1):
+        return 0
+    return spec.ntasks_per_node or 1
 
 
 # Memos keyed by object identity, holding the object so that its id cannot be reused while

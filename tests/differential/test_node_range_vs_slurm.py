@@ -1,12 +1,14 @@
-"""`-N MIN-MAX` with a task count: Caldera's local site (described by the test cluster's
-slurm.conf: 2-CPU nodes) and the real Slurm 22.05 cluster given the same requests, one job
-at a time on an idle partition.
+"""`-N MIN-MAX`: Caldera's local site (described by the test cluster's slurm.conf: 2-CPU
+nodes) and the real Slurm 22.05 cluster given the same requests, one job at a time on an
+idle partition.
 
 What the cluster does: a node range is not "MIN nodes": slurmctld gives the job as many
 free nodes as it may, up to MAX and one task each at least, and splits the tasks over them
-in blocks (`-N1-4 -n3`: three nodes, one task each; `-N1-2 -n3`: 2,1). Caldera took MIN
-nodes and refused `-N1-2 -n3` ("Requested node configuration is not available"). While
-held, scontrol's NumNodes estimates MIN-MAX as slurmctld does (`-N1-2 -n3`: 2-2).
+in blocks (`-N1-4 -n3`: three nodes, one task each; `-N1-2 -n3`: 2,1); without a task
+count each node gets --ntasks-per-node tasks (one by default: `-N2-4` takes all four).
+Caldera took MIN nodes and refused `-N1-2 -n3` ("Requested node configuration is not
+available"). While held, scontrol's NumNodes estimates MIN-MAX as slurmctld does
+(`-N1-2 -n3`: 2-2).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ _REQUESTS = (
     ("-N1-2", "-n3", "--gres=gpu:1"),  # the two GPU nodes
     ("-w", "node02", "-N1-3", "-n2"),
     ("-N1-2", "-n5"),  # two 2-CPU nodes at most: refused
+    ("-N2-4",),  # no task count: every node it may have, a task each
+    ("-N2-4", "--ntasks-per-node=2"),
 )
 _HELD = (("-N1-2", "-n3"), ("-N1-4", "-n2"), ("-N2-4", "-n3"), ("-N1-2", "-n3", "--gres=gpu:1"))
 

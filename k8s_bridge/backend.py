@@ -140,6 +140,7 @@ class KubernetesBackend(GracefulEnd, JobSignals, RoomView, GangController):
             parse_pod,
             label_selector=self._selector,
             on_change=self._wake.set,
+            on_deleted=self._pod_deleted,
             watch_timeout_s=self.opts.watch_timeout_s,
             name=f"{cluster}-pods",
         )
@@ -309,6 +310,7 @@ class KubernetesBackend(GracefulEnd, JobSignals, RoomView, GangController):
                 if gang.verdict is None:
                     gang.verdict = Verdict(JobState.CANCELLED, message="cancelled", end_time=now)
                     self._events.append(gang.event(gang.verdict, now))
+                    gang.steps_after_cancel = gang.started
                 gang.cancelled = True
         if not gangs:
             self.objects.delete_by_job(job.job_id)

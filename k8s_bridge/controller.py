@@ -159,6 +159,12 @@ class GangController:
         up: frozenset[str] | None,
     ) -> None:
         if gang.cleanup_done:
+            if gang.steps_after_cancel:
+                late = gang.steps_at_end(pods, now, self.opts.kill_wait_s)
+                with self._lock:
+                    self._events.extend(late)
+                if gang.steps_after_cancel:
+                    return
             if not pods or all(p.deleting for p in pods):
                 with self._lock:
                     if gang.delivered_at is not None or gang.cancelled:
@@ -226,6 +232,16 @@ class GangController:
                     CONFIGMAPS, self.namespace, gang.names.root, {"data": {"hosts": text}}
                 )
             gang.hosts_written = True
+
+    def _pod_deleted(self, pod: PodState) -> None:
+        """Rank 0's last state as its deletion carries it: a cancelled gang's steps (its
+        pod may be gone before a tick sees its container end)."""
+        if pod.rank != 0 or not pod.steps:
+            return
+        with self._lock:
+            gang = self._gangs.get((pod.job_id, pod.attempt))
+            if gang is not None and gang.steps_after_cancel:
+                gang.step_records = pod.steps
 
     def _ready_nodes(self) -> frozenset[str] | None:
         """The nodes not lost: Ready, or NotReady for less than `node_lost_after_s` (None

@@ -143,6 +143,9 @@ class Gang:
     last_error: str | None = None
     hosts_written: bool = False  # the ranks' IPs are in the root (launch.hosts_text)
     step_records: tuple[str, ...] = ()  # srun's, from rank 0's termination message
+    # cancelled by the gateway while it ran: the verdict went out at once, its srun steps
+    # are reported once rank 0's container has ended (`steps_at_end`)
+    steps_after_cancel: bool = False
     _demand: GangDemand | None = None
 
     @property
@@ -203,6 +206,24 @@ class Gang:
             *(step_event(s.job_id, s, final.time, attempt, self.backend_id) for s in steps),
             final,
         ]
+
+    def steps_at_end(self, pods: list[PodState], now: float, grace_s: int) -> list[BackendEvent]:
+        """A cancelled gang's srun steps, once rank 0's container has ended: the pods'
+        SIGTERM ends them and srun records each in the termination message, after the
+        verdict went out (scancel answers at once). Empty while rank 0 may still end
+        (up to KillWait and a margin after the cancel)."""
+        rank0 = next((p for p in pods if p.rank == 0), None)
+        if rank0 is not None:
+            if rank0.steps:
+                self.step_records = rank0.steps
+            since = (self.verdict.end_time if self.verdict else None) or now
+            running = rank0.node is not None and rank0.exit_code is None and not rank0.terminal
+            if running and now - since < grace_s + 15:
+                return []
+        self.steps_after_cancel = False
+        attempt = self.names.attempt
+        steps = srun_steps(self.step_records, self.names.job_id, attempt, self.placed_on)
+        return [step_event(s.job_id, s, now, attempt, self.backend_id) for s in steps]
 
     def batch_step(self, verdict: Verdict, now: float) -> Step | None:
         """sacct's `batch` step: the script on rank 0, from its pod's start to the gang's

@@ -43,6 +43,7 @@ class Informer(Generic[T]):
         label_selector: str | None = None,
         field_selector: str | None = None,
         on_change: Callable[[], None] | None = None,
+        on_deleted: Callable[[T], None] | None = None,
         watch_timeout_s: int = 240,
         name: str = "",
     ) -> None:
@@ -53,6 +54,7 @@ class Informer(Generic[T]):
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.on_change = on_change or (lambda: None)
+        self.on_deleted = on_deleted  # an object's last state, as its deletion carries it
         self.watch_timeout_s = watch_timeout_s
         self.name = name or resource.plural
         self._items: dict[str, T] = {}
@@ -139,7 +141,10 @@ class Informer(Generic[T]):
         if kind == "BOOKMARK":
             return rv
         key = _key(obj)
-        item = self.parse(obj) if kind != "DELETED" else None
+        parsed = self.parse(obj)
+        if kind == "DELETED" and parsed is not None and self.on_deleted is not None:
+            self.on_deleted(parsed)  # before it leaves the cache: a reader sees one or the other
+        item = parsed if kind != "DELETED" else None
         with self._lock:
             if item is None:
                 self._items.pop(key, None)

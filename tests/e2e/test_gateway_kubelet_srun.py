@@ -309,6 +309,16 @@ def test_scancel_sends_sigterm_to_the_script_and_every_task_on_both_nodes(
     for what in (f"JOB {job}", f"STEP {job}.0"):
         line = rf"^slurmstepd-{node}: error: \*\*\* {what} ON {node} CANCELLED AT \S+ \*\*\*$"
         assert re.search(line, said, re.M), said
+    # the step rank 0's srun recorded as the SIGTERM ended it reaches sacct after the
+    # job's own end (it was missing: the gang was forgotten once its pods were deleting);
+    # the test cluster, the same script cancelled: `J.0|COMPLETED|0:0` (its tasks trap TERM)
+    acct = ["sacct", "-n", "-P", "-j", str(job), "-o", "JobID,State,ExitCode"]
+    wait_until("step 0 in sacct", lambda: f"{job}.0|" in gw.run(acct).stdout, 60)
+    assert gw.run(acct).stdout.splitlines() == [
+        f"{job}|CANCELLED by 0|0:0",
+        f"{job}.batch|CANCELLED|0:15",
+        f"{job}.0|COMPLETED|0:0",
+    ]
     assert_nothing_left(kube, ns)
 
 

@@ -17,6 +17,7 @@ beside their launcher (k8s_bridge/launch.py ships it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -29,7 +30,7 @@ from typing import Any
 
 from containers.step_alloc import GpuAsk, Grant, JobShare, Refused, StepAsk, megabytes
 from containers.step_book import Claimed, StepBook
-from containers.step_rules import JOB_ENDING
+from containers.step_rules import JOB_ENDING, WAITING_PREFIX
 
 __all__ = [
     "JOB_GPUS_VAR",
@@ -241,10 +242,14 @@ def claim_step(
         got.append(signum)
 
     saved = {sig: signal.signal(sig, note) for sig in _CANCELLING}
+    marker = step_dir / f"{WAITING_PREFIX}{os.getpid()}"
     try:
         immediate = _immediate(options.get("immediate", "0"), "immediate" in options)
         return _until_created(book, job, ask, record, job_id, got, step_dir, immediate)
     finally:
+        if not (step_dir / JOB_ENDING).exists():  # (else kept: the job's end waits for
+            with contextlib.suppress(OSError):  # this srun to be gone, its shell told)
+                marker.unlink()
         for sig, handler in saved.items():
             signal.signal(sig, handler)
 
@@ -276,20 +281,32 @@ def _until_created(
         if reason is not Refused.BUSY or immediate:
             _say(refused + reason.value)
             return 1
+        if tries == 0:
+            _mark_waiting(step_dir)
         deadline = time.monotonic() + step_wait
         ending = step_dir / JOB_ENDING
         while not got and time.monotonic() < deadline and not ending.exists():
             time.sleep(_POLL_S)
             if not running <= book.snapshot():  # a step ended: slurmctld wakes the waiting
                 break
+        state = "temporarily" if tries == 0 else "still"
+        disabled = f"srun: Job {job_id} step creation {state} disabled, retrying ({reason.value})"
         if got or ending.exists():
             if got and not ending.exists():
                 _say(f"srun: Cancelled pending job step with signal {got[0]}")
+            else:  # woken by the job's end: still busy, then refused at the next try
+                _say(disabled)
             _say(refused + _ALREADY_DONE)
             return 1
-        state = "temporarily" if tries == 0 else "still"
-        _say(f"srun: Job {job_id} step creation {state} disabled, retrying ({reason.value})")
+        _say(disabled)
         tries += 1
+
+
+def _mark_waiting(step_dir: Path) -> None:
+    """`.waiting-PID` in the step directory while this srun waits (step_rules.py)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    with contextlib.suppress(OSError):
+        os.close(os.open(step_dir / f"{WAITING_PREFIX}{os.getpid()}", flags, 0o600))
 
 
 def _immediate(value: str | None, given: bool) -> bool:

@@ -5,13 +5,17 @@
 from __future__ import annotations
 
 import math
+import os
 import re
+import time
 from collections.abc import Mapping, Sequence
 
 __all__ = [
     "ABORTED_SUFFIX",
     "JOB_ENDING",
     "PERIODIC_TIMEOUT_S",
+    "WAITING_PREFIX",
+    "let_waiting_leave",
     "recorded_state",
     "recorded_status",
     "task_file_name",
@@ -23,6 +27,12 @@ ABORTED_SUFFIX = ".cancelled"
 # `steps/job.ending`: the job ends (scancel, time limit, preemption); an srun still waiting
 # for its step's resources then says only that the step was refused, as slurmctld answers
 JOB_ENDING = "job.ending"
+
+# `steps/.waiting-PID`: srun PID waits for its step's resources. slurmctld refuses such a
+# step as soon as the job ends, before slurmstepd signals the job's processes: the job's
+# end lets them go first (`let_waiting_leave`), so that they say so and the script goes on
+WAITING_PREFIX = ".waiting-"
+_WAITING_SCAN = 4096  # directory entries looked at
 
 PERIODIC_TIMEOUT_S = 30.0  # slurmctld.h: job_time_limit() runs this often (controller.c)
 
@@ -90,3 +100,34 @@ def warning_time(deadline: float, lead_s: float, period_s: float, not_before: fl
     for that check: a job that ends sooner gets no signal."""
     due = max(deadline - lead_s - period_s, not_before)
     return math.ceil(due / period_s) * period_s if period_s > 0 else due
+
+
+def let_waiting_leave(dir_fd: int, limit_s: float = 1.0) -> None:
+    """Wait (at most `limit_s`) until no srun marked in the directory `dir_fd` still waits
+    for its step (`WAITING_PREFIX`): each has been told the job ends and leaves."""
+    deadline = time.monotonic() + limit_s
+    waited = False
+    while _waiting(dir_fd) and time.monotonic() < deadline:
+        time.sleep(0.02)
+        waited = True
+    if waited:  # its shell, which reaped it, runs on a moment (`echo rc=$?`)
+        time.sleep(0.02)
+
+
+def _waiting(dir_fd: int) -> bool:
+    try:
+        names = os.listdir(dir_fd)[:_WAITING_SCAN]
+    except OSError:
+        return False
+    for name in names:
+        pid = name[len(WAITING_PREFIX) :]
+        if not name.startswith(WAITING_PREFIX) or not pid.isdigit() or len(pid) > 9:
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            continue
+        except OSError:  # alive, another user's (a pid reused: the wait is bounded)
+            pass
+        return True
+    return False

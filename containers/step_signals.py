@@ -24,7 +24,7 @@ import psutil
 
 from containers.proc import descendants
 from containers.spool import open_dir, read_json, write_json
-from containers.step_rules import ABORTED_SUFFIX, JOB_ENDING
+from containers.step_rules import ABORTED_SUFFIX, JOB_ENDING, let_waiting_leave
 from containers.steprecords import CANCELLED_STEPS, srun_record, srun_records
 
 __all__ = ["Telling", "abort_steps", "cancel_step", "running_steps", "signal_steps"]
@@ -112,8 +112,15 @@ def abort_steps(jobdir: Path, uid: int, telling: Telling | None) -> None:
     (`telling`; None: srun alone is told, no line) before the caller's SIGCONT and SIGTERM
     reach every process. srun, told, leaves its tasks to them: SIGKILL only after KillWait,
     as slurmstepd does (a task's TERM trap runs to its end on the test cluster). An srun
-    still waiting for its step is told too (`steps/job.ending`)."""
+    still waiting for its step is told too (`steps/job.ending`) and let go first (it is
+    refused before slurmstepd signals: step_rules.let_waiting_leave)."""
     _tell_srun(jobdir / "steps", JOB_ENDING)
+    fd = open_dir(jobdir / "steps")
+    if fd is not None:
+        try:
+            let_waiting_leave(fd)
+        finally:
+            os.close(fd)
     for step, record in srun_records(jobdir, uid).items():
         if record.get("state") != "RUNNING" or not step.isdigit():
             continue

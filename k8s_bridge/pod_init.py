@@ -44,7 +44,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from containers.step_rules import JOB_ENDING, warning_time
+from containers.step_rules import JOB_ENDING, let_waiting_leave, warning_time
 
 __all__ = [
     "BOOK",
@@ -169,9 +169,15 @@ def say_ending(child: int, started: float, limit_s: float | None) -> None:
 def mark_ending() -> None:
     """Tell an srun still waiting for its step's CPUs that the job ends (it then says only
     that the step was refused, as Slurm's srun does: containers/srun_claim.py)."""
-    path = os.path.join(step_dir(), BOOK, JOB_ENDING)
+    book = os.path.join(step_dir(), BOOK)
     with contextlib.suppress(OSError):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
+        os.close(os.open(os.path.join(book, JOB_ENDING), flags, 0o600))
+        fd = os.open(book, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            let_waiting_leave(fd)  # refused before the signals, as slurmctld refuses them
+        finally:
+            os.close(fd)
 
 
 def step_dir(environ: Mapping[str, str] | None = None) -> str:

@@ -136,3 +136,52 @@ def test_a_job_ending_with_a_running_step_is_told_and_recorded_as_slurm_does_it(
         [*got_ours, "=== real Slurm:", *got_theirs]
     )
     shutil.rmtree(where, ignore_errors=True)
+
+
+_WAITING = """#!/bin/sh
+srun -N 2 --ntasks-per-node=1 sleep 300 &
+sleep 2
+srun -n1 hostname
+echo "srun2 rc=$?"
+wait
+"""
+
+
+def _waiting_scenario(run: Run, submit: Callable[..., str], where: Path, side: str) -> list[str]:
+    """A 2-node job cancelled while its second srun waits for the CPUs the first holds."""
+    job = submit("-N2", "-o", str(where / f"{side}-%j.out"), str(where / "waiting.sh"))
+    _until(lambda: f"{job}.0" in run(["squeue", "-h", "-s", "-j", job, "-o", "%i"]).stdout, 90)
+    time.sleep(2)  # the second srun waits
+    run(["scancel", job])
+    _until(lambda: not run(["squeue", "-h", "-j", job, "-o", "%i"]).stdout.strip(), 60)
+    text = re.sub(r"AT \S+", "AT <time>", (where / f"{side}-{job}.out").read_text())
+    named = rf"(?<=[Jj]ob ){job}\b|(?<=JOB ){job}\b|(?<=STEP ){job}(?=\.)"
+    lines = re.sub(named, "JOB", text).splitlines()
+
+    def racy(line: str) -> bool:  # (the two nodes' tasks end in either order on Slurm)
+        return bool(_RACY.search(line)) or line.endswith(": Terminated")
+
+    told = sorted(line for line in lines if racy(line))
+    return [x for x in lines if not racy(x)] + ["told:", *told]
+
+
+def test_an_srun_waiting_for_its_step_when_the_job_ends_says_so_as_slurm_does(
+    cluster: SlurmStack,
+) -> None:
+    """slurmctld refuses a waiting step as soon as the job ends, before slurmstepd signals:
+    srun says the step creation was disabled, then `Unable to create step ...: Job/step
+    already completing or completed`, and the script goes on (`srun2 rc=1`). Caldera's
+    srun was told after the signals, or SIGKILLed silently with the job."""
+    where = Path(tempfile.mkdtemp(prefix="job-end-waiting-", dir="/tmp"))
+    where.chmod(0o777)
+    (where / "waiting.sh").write_text(_WAITING)
+    with real_jobs() as submit:
+        theirs = _waiting_scenario(run_real, submit, where, "real")
+    assert "srun2 rc=1" in theirs, theirs  # the scenario ran as meant
+    config = f'[local]\nslurm_conf = "{cluster.slurm_conf}"\n'
+    with running_gateway(config) as gw:
+        ours = _waiting_scenario(
+            lambda argv: gw.run(argv), lambda *args: str(gw.sbatch(*args)), where, "ours"
+        )
+    assert ours == theirs, "\n".join([*ours, "=== real Slurm:", *theirs])
+    shutil.rmtree(where, ignore_errors=True)

@@ -54,7 +54,7 @@ class OrphanWatch:
     def __init__(self, jobdir: Path, job_id: int, uid: int) -> None:
         self.dir, self.job_id, self.uid = jobdir, job_id, uid
         self.next_check = 0.0
-        self.closed: set[str] = set()
+        self.closed: set[str] = set()  # ended: by srun's own record, or closed here
 
     def check(self, now: float) -> None:
         """At most once a second: close every orphaned step (see the module's docstring)."""
@@ -74,11 +74,12 @@ class OrphanWatch:
         self.closed.update(orphans)
 
     def _orphans(self) -> dict[str, Step]:
-        records = {
-            sid: data
-            for sid, data in srun_records(self.dir, self.uid).items()
-            if sid.isdigit() and sid not in self.closed and data.get("state") == "RUNNING"
-        }
+        records: dict[str, dict[str, Any]] = {}
+        for sid, data in srun_records(self.dir, self.uid, self.closed).items():
+            if data.get("state") == "RUNNING":
+                records[sid] = data
+            else:  # a step's end is final: its record is not read again (a farm's thousands)
+                self.closed.add(sid)
         if not records:
             return {}
         alive = {p.pid for p in descendants() if _running(p)}

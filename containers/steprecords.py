@@ -11,6 +11,7 @@ only it, never a user's record, sets sacct's `CANCELLED by`.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,9 +38,12 @@ MAX_STEP_RECORDS = 40000  # Slurm's default MaxStepCount
 _MAX_SCAN = 4 * MAX_STEP_RECORDS  # directory entries looked at (junk included)
 
 
-def srun_records(jobdir: Path, uid: int | None = None) -> dict[str, dict[str, Any]]:
+def srun_records(
+    jobdir: Path, uid: int | None = None, skip: Collection[str] = ()
+) -> dict[str, dict[str, Any]]:
     """srun's step records by step id: regular files `N.json` owned by `uid` (default: the
-    owner of `steps/`, that is the job's user) in the job's `steps/` directory."""
+    owner of `steps/`, that is the job's user) in the job's `steps/` directory (but not
+    those of the steps in `skip`)."""
     fd = open_dir(jobdir / "steps")
     if fd is None:
         return {}
@@ -55,6 +59,8 @@ def srun_records(jobdir: Path, uid: int | None = None) -> dict[str, dict[str, An
                     ids.append(int(stem))
         out: dict[str, dict[str, Any]] = {}
         for step in sorted(ids)[:MAX_STEP_RECORDS]:
+            if skip and str(step) in skip:
+                continue
             data = read_owned_json(fd, f"{step}.json", owner)
             if isinstance(data, dict):
                 out[str(step)] = data

@@ -143,7 +143,9 @@ def rank_shares(req: GangRequest, def_mem_per_cpu_mb: int = 0) -> tuple[RankShar
             for p in req.placement
         )
     shares: list[RankShare] = []
-    for tasks in nreq.tasks_per_node:
+    # a node range placed by another scheduler: its MIN ranks (a gang starts whole or not)
+    per_node = nreq.tasks_per_node[: nreq.nodes] if nreq.fixed_per_node else nreq.tasks_per_node
+    for tasks in per_node:
         # a spread request not placed by the gateway (Volcano places) is one rank of all
         # its tasks: `cpus` is then one task's
         cpus = nreq.cpus * tasks if nreq.spread else nreq.cpus

@@ -27,10 +27,11 @@ class SubmissionLedger:
         # (owner uid, submission token) -> the job id once committed (None: not stored)
         self._inflight: dict[tuple[int, str], asyncio.Future[int | None]] = {}
 
-    async def store_once(self, sub: Submission, uid: int, retry: bool, now: float) -> int:
+    async def store_once(self, sub: Submission, caller: int, retry: bool, now: float) -> int:
         """The id of the job stored for this submission: its own job's, or the one an
-        earlier attempt with the same token stored. StoreError: nothing was stored."""
-        key = None if sub.token is None else (uid, sub.token)
+        earlier attempt with the same token (and owner) stored; `caller`: the uid that
+        submitted (the event's). StoreError: nothing was stored."""
+        key = None if sub.token is None else (sub.job.uid, sub.token)
         stored: int | None = None
         registered: asyncio.Future[int | None] | None = None
         try:
@@ -40,7 +41,7 @@ class SubmissionLedger:
                     return known
             if key is not None:
                 registered = self._inflight[key] = asyncio.get_running_loop().create_future()
-            event = StoredEvent(sub.job.job_id, now, "submit", {"uid": uid})
+            event = StoredEvent(sub.job.job_id, now, "submit", {"uid": caller})
             await self.committer.commit(Batch(submissions=[sub], events=[event]))
             stored = sub.job.job_id
             return stored

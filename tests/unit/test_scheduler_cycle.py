@@ -235,6 +235,43 @@ def test_tasks_without_a_node_count_spread_over_as_many_nodes_as_they_need():
     assert run_cycle(snap([fixed], nodes=4, cpus=2), REG).starts == []
 
 
+def test_a_node_range_takes_as_many_free_nodes_as_it_may() -> None:
+    """-N MIN-MAX as the test cluster places it on idle 2-CPU nodes (slurmctld 22.05):
+    `-N1-2 -n3` on two nodes, 2,1; `-N1-4 -n3` on three, a task each; `-N2-4` on all
+    four; with only one node free, `-N1-4 -n2` starts there at once and `-N2-4` waits."""
+
+    def layout(job: Job, jobs: Iterable[Job] = ()) -> list[tuple[str, int]] | None:
+        result = run_cycle(snap([*jobs, job], nodes=4, cpus=2), REG)
+        starts = [d for d in result.starts if d.job.job_id == job.job_id]
+        return [(p.node, p.tasks) for p in starts[0].placement] if starts else None
+
+    def ranged(job_id: int, lo: int, hi: int, tasks: int | None = None) -> Job:
+        fields: dict[str, object] = {"nodes_min": lo, "nodes_max": hi}
+        if tasks is not None:
+            fields["ntasks"] = tasks
+        return make_job(job_id).spec(**fields).build()
+
+    assert layout(ranged(1, 1, 2, 3)) == [("n01", 2), ("n02", 1)]
+    assert layout(ranged(1, 1, 4, 3)) == [("n01", 1), ("n02", 1), ("n03", 1)]
+    assert layout(ranged(1, 1, 2, 4)) == [("n01", 2), ("n02", 2)]
+    assert layout(ranged(1, 2, 4)) == [("n01", 1), ("n02", 1), ("n03", 1), ("n04", 1)]
+    assert layout(ranged(1, 1, 2, 5)) is None  # two 2-CPU nodes at most
+    busy = [
+        make_job(9 + i)
+        .state(
+            JobState.RUNNING,
+            start_time=time.time(),
+            nodes=(f"n0{i + 1}",),
+            num_cpus=2,
+            placement=(RankPlacement(f"n0{i + 1}", 2, 2, 0),),
+        )
+        .build()
+        for i in range(3)
+    ]
+    assert layout(ranged(1, 1, 4, 2), busy) == [("n04", 2)]
+    assert layout(ranged(1, 2, 4, 2), busy) is None
+
+
 def test_a_node_with_fewer_tasks_of_the_gang_takes_fewer_cpus():
     """-N 2 -n 3: SLURM_JOB_CPUS_PER_NODE=2,1 on the real test cluster."""
     result = run_cycle(snap([make_job(1).nodes(2).tasks(3).build()], nodes=2, cpus=2), REG)

@@ -102,16 +102,17 @@ def warning_time(deadline: float, lead_s: float, period_s: float, not_before: fl
     return math.ceil(due / period_s) * period_s if period_s > 0 else due
 
 
-def let_waiting_leave(dir_fd: int, limit_s: float = 1.0) -> None:
-    """Wait (at most `limit_s`) until no srun marked in the directory `dir_fd` still waits
-    for its step (`WAITING_PREFIX`): each has been told the job ends and leaves."""
+def let_waiting_leave(dir_fd: int, limit_s: float = 3.0) -> None:
+    """Wait (at most `limit_s`: a loaded machine) until no srun marked in the directory
+    `dir_fd` still waits for its step (`WAITING_PREFIX`): each has been told the job ends
+    and leaves (within a tenth of a second when it gets the CPU)."""
     deadline = time.monotonic() + limit_s
     waited = False
     while _waiting(dir_fd) and time.monotonic() < deadline:
         time.sleep(0.02)
         waited = True
     if waited:  # its shell, which reaped it, runs on a moment (`echo rc=$?`)
-        time.sleep(0.02)
+        time.sleep(0.1)
 
 
 def _waiting(dir_fd: int) -> bool:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import pwd
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -451,41 +450,4 @@ def test_scancel_signals_reach_the_steps_the_batch_shell_or_one_step_through_exe
     assert output.splitlines()[-1] == "after-srun 0"
     assert (home / "batch.log").read_text() == "batch-USR1\n"  # once, from -b alone
     assert usr1(2)
-    assert_nothing_left(kube, ns)
-
-
-WAITING = """#!/bin/sh
-srun -N 2 --ntasks-per-node=1 sh -c 'touch ready.$SLURM_PROCID; sleep 300'&
-sleep 2
-srun -n1 hostname
-echo "srun2 rc=$?"
-wait
-"""
-
-
-def test_an_srun_waiting_when_the_job_is_cancelled_is_refused_before_the_signals(
-    gw: Gateway, kubelet_env: KubeletEnv, ns: str, home: Path
-) -> None:
-    """The launcher's init, told SIGTERM by the kubelet, marks the job ending
-    (pod_init.mark_ending) and lets an srun waiting for the gang's CPUs go first: it says
-    what Slurm's srun says when slurmctld refuses its step as the job ends, and the script
-    goes on (tests/differential/test_job_end_with_steps_vs_slurm.py: the test cluster's
-    lines for the same script)."""
-    kube: KubeClient = admin_client(kubelet_env.k8s)
-    (home / "job.sh").write_text(WAITING)
-    job = gw.sbatch("-p", kubelet_env.partition, "-N", "2", "job.sh", cwd=home, user="tester")
-    wait_until("both tasks", lambda: all((home / f"ready.{r}").exists() for r in (0, 1)), 180)
-    out = home / f"slurm-{job}.out"
-    time.sleep(3)  # the second srun waits (it says so once woken, as Slurm's srun does)
-    gw.ok(["scancel", str(job)])
-    gw.wait(job, timeout=60)
-    lines = out.read_text().splitlines()
-    refused = f"srun: error: Unable to create step for job {job}: "
-    i = lines.index(
-        f"srun: Job {job} step creation temporarily disabled, retrying (Requested nodes are busy)"
-    )
-    assert lines[i + 1 : i + 3] == [
-        refused + "Job/step already completing or completed",
-        "srun2 rc=1",
-    ], lines
     assert_nothing_left(kube, ns)

@@ -21,8 +21,8 @@ import psutil
 
 from containers.proc import descendants
 from containers.spool import parse_step, read_json, step_to_json, write_json
-from containers.step_signals import signal_steps
-from containers.steprecords import CANCELLED_STEPS, CLOSED_STEPS, srun_record, srun_records
+from containers.step_signals import note_cancelled, signal_steps
+from containers.steprecords import CLOSED_STEPS, srun_record, srun_records
 from gateway.model.job import Step, wait_status
 from gateway.model.state import JobState
 
@@ -66,10 +66,7 @@ class OrphanWatch:
             return
         for sid in orphans:
             signal_steps(self.dir, self.uid, signal.SIGKILL, sid)
-        cancelled = read_json(self.dir / CANCELLED_STEPS)
-        by_step = dict(cancelled) if isinstance(cancelled, dict) else {}
-        by_step.update((sid, self.uid) for sid in orphans)
-        write_json(self.dir / CANCELLED_STEPS, by_step, mode=0o600)
+        note_cancelled(self.dir, dict.fromkeys(orphans, self.uid))
         close_steps(self.dir, [killed_step(step, now) for step in orphans.values()])
         self.closed.update(orphans)
 

@@ -27,7 +27,14 @@ from containers.spool import open_dir, read_json, write_json
 from containers.step_rules import ABORTED_SUFFIX, JOB_ENDING, let_waiting_leave
 from containers.steprecords import CANCELLED_STEPS, srun_record, srun_records
 
-__all__ = ["Telling", "abort_steps", "cancel_step", "running_steps", "signal_steps"]
+__all__ = [
+    "Telling",
+    "abort_steps",
+    "cancel_step",
+    "note_cancelled",
+    "running_steps",
+    "signal_steps",
+]
 
 
 def _step_processes(jobdir: Path, uid: int, only: str | None) -> list[psutil.Process]:
@@ -101,10 +108,15 @@ def cancel_step(jobdir: Path, uid: int, step: str, by: int, telling: Telling) ->
     if record is None or record.get("state") != "RUNNING":
         return
     telling.abort(jobdir, step, record)
-    cancelled = read_json(jobdir / CANCELLED_STEPS)
-    by_step = cancelled if isinstance(cancelled, dict) else {}
-    write_json(jobdir / CANCELLED_STEPS, {**by_step, step: by}, mode=0o600)
+    note_cancelled(jobdir, {step: by})
     signal_steps(jobdir, uid, signal.SIGKILL, step)
+
+
+def note_cancelled(jobdir: Path, by_step: dict[str, int]) -> None:
+    """Who cancelled these steps, added to `cancelled_steps.json` (sacct's `CANCELLED by`)."""
+    cancelled = read_json(jobdir / CANCELLED_STEPS)
+    known = cancelled if isinstance(cancelled, dict) else {}
+    write_json(jobdir / CANCELLED_STEPS, {**known, **by_step}, mode=0o600)
 
 
 def abort_steps(jobdir: Path, uid: int, telling: Telling | None) -> None:

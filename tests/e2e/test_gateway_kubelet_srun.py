@@ -373,18 +373,19 @@ def test_the_time_limit_is_said_in_the_output_as_slurmstepd_says_it(
 def test_signal_warns_the_steps_on_both_nodes_or_with_b_the_batch_shell_alone(
     scaled_gw: Gateway, kubelet_env: KubeletEnv, ns: str, home: Path
 ) -> None:
-    """`--signal=USR1@40` and `--signal=B:USR1@40` with -t 2 (30 s here, a lead of 10 s: the
+    """`--signal=USR1@40` and `--signal=B:USR1@40` with -t 3 (45 s here, a lead of 10 s: the
     warning goes at the first periodic check, every 7.5 s, at most 17.5 s before the end, as
-    slurmctld sends it, so 12.5-20 s after the start, once the step's tasks have set their
-    traps): without B: every task of the running srun step gets USR1, on both nodes, and
-    the batch shell does not; with B: the batch shell alone. Each job ends by itself
-    (COMPLETED), so the warning came before the time limit. Before, Kubernetes jobs never
-    got it."""
+    slurmctld sends it, so 27.5-35 s after rank 0 starts, once the step's tasks have set
+    their traps; with -t 2 a CI run under load once gave the warning before rank 1's pod
+    had started the step, whose tasks then died of it untrapped, as they would on Slurm):
+    without B: every task of the running srun step gets USR1, on both nodes, and the batch
+    shell does not; with B: the batch shell alone. Each job ends by itself (COMPLETED), so
+    the warning came before the time limit. Before, Kubernetes jobs never got it."""
     gw = scaled_gw
     kube: KubeClient = admin_client(kubelet_env.k8s)
     (home / "steps.sh").write_text(STEPS_WARNED)
     (home / "batch.sh").write_text(BATCH_WARNED)
-    part = ["-p", kubelet_env.partition, "-t", "2"]
+    part = ["-p", kubelet_env.partition, "-t", "3"]
     steps = gw.sbatch(*part, "-N", "2", "--signal=USR1@40", "steps.sh", cwd=home, user="tester")
     batch = gw.sbatch(*part, "--signal=B:USR1@40", "batch.sh", cwd=home, user="tester")
     for job in (steps, batch):
@@ -392,11 +393,13 @@ def test_signal_warns_the_steps_on_both_nodes_or_with_b_the_batch_shell_alone(
         out = home / f"slurm-{job}.out"
         assert gw.job(job)["state"] == "COMPLETED", (job, out.read_text())
     pods = [f"caldera-{steps}-0", f"caldera-{steps}-1"]
+    said = (home / f"slurm-{steps}.out").read_text()
     for rank in (0, 1):
+        assert (home / f"usr1.{rank}").exists(), (rank, said)
         assert (home / f"usr1.{rank}").read_text() == f"USR1 {rank} {pods[rank]}\n"
     # each task's shell may say its `sleep` was killed by the signal (as under Slurm, which
     # signals each task's process group); the batch shell got nothing and srun exited 0
-    lines = (home / f"slurm-{steps}.out").read_text().splitlines()
+    lines = said.splitlines()
     assert lines[-1] == "after-srun 0"
     assert set(lines[:-1]) <= {"User defined signal 1"}, lines
     assert (home / f"slurm-{batch}.out").read_text() == "batch-USR1\n"

@@ -166,9 +166,16 @@ def _wait(until: float, done: Callable[[], bool]) -> None:
         time.sleep(0.02)
 
 
-def end_run(jobdir: Path, wait_s: float, spawn_grace_s: float, term_grace_s: float = 0.0) -> Ended:
+def end_run(
+    jobdir: Path,
+    wait_s: float,
+    spawn_grace_s: float,
+    term_grace_s: float = 0.0,
+    requeue: bool = False,
+) -> Ended:
     """End one run: mark it ended, tell its supervisor (cancel: SIGTERM to the job, as
-    slurmstepd does, so its steps end CANCELLED 0:15 as Slurm records a requeued run), give
+    slurmstepd does, so its steps end CANCELLED 0:15 as Slurm records a requeued run;
+    `requeue`: scontrol requeue's, said `DUE TO JOB REQUEUE` in the job's output), give
     it up to `term_grace_s` to finish that way, then kill its whole group (or remove its
     container), and wait (up to `wait_s` more) until the group is empty and the supervisor
     has exited; a supervisor that outlives its empty group is killed (it could still open
@@ -182,7 +189,8 @@ def end_run(jobdir: Path, wait_s: float, spawn_grace_s: float, term_grace_s: flo
         _wait(deadline, lambda: (jobdir / "supervisor.json").exists())  # still starting
         info = _supervisor(jobdir)
     if alive(info) and info is not None and not (jobdir / "result.json").exists():
-        write_json(jobdir / "ctl" / f"{time.time_ns()}.json", {"action": "cancel"}, mode=0o600)
+        request = {"action": "cancel", "requeue": True} if requeue else {"action": "cancel"}
+        write_json(jobdir / "ctl" / f"{time.time_ns()}.json", request, mode=0o600)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(info.pid, signal.SIGTERM)
         if term_grace_s > 0:  # the supervisor ends the job itself: SIGTERM, then SIGKILL

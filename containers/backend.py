@@ -198,9 +198,10 @@ class LocalBackend:
         self._tracked[(job.job_id, run)] = Tracked(cpus=_cpus(launch))
         return backend_id
 
-    def end_attempt(self, job: Job) -> None:
+    def end_attempt(self, job: Job, requeue: bool = False) -> None:
         """Requeue and node fail-over: end every process of the job's current run (its whole
-        process group, or its container, not only its steps), tell its supervisor, and return
+        process group, or its container, not only its steps), tell its supervisor (`requeue`:
+        scontrol requeue's end, which slurmstepd says in the output), and return
         once they are confirmed gone; that run can never start afterwards. BackendError
         (retryable) when the end is not confirmed in time (the next run's submit checks
         again)."""
@@ -212,6 +213,7 @@ class LocalBackend:
                 END_WAIT_S,
                 SPAWN_GRACE_S,
                 term_grace_s=min(self.kill_wait, TERM_GRACE_CAP_S),
+                requeue=requeue,
             )
         if ended.killed or ended.containers:
             log.info(

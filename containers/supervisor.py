@@ -78,6 +78,7 @@ class Supervisor:
         self.cancelled = False
         self.preempted = False  # the cancel is a preemption's (slurmstepd says so)
         self.preempted_at: float | None = None  # when slurmctld's record says it was ended
+        self.requeued = False  # the cancel is scontrol requeue's (slurmstepd says so)
         self.timed_out = False
         self.oom = False
         self.kill_at: float | None = None
@@ -149,6 +150,7 @@ class Supervisor:
             action = req.get("action")
             if action == "cancel":
                 self.cancel_requested = True
+                self.requeued = self.requeued or req.get("requeue") is True
                 if req.get("preempt") and not self.preempted:
                     self.preempted = True
                     at = req.get("at")
@@ -175,9 +177,10 @@ class Supervisor:
                     self._signal_steps(sig)
         if self.cancel_requested and not self.cancelled and not self.timed_out:
             self.cancelled = True
-            why = " DUE TO PREEMPTION" if self.preempted else ""
+            why = " DUE TO JOB REQUEUE" if self.requeued else ""
+            why = " DUE TO PREEMPTION" if self.preempted else why
             at, plan = _stamp(self.preempted_at or now), self.plan  # the record's PreemptTime
-            telling = None if self.preempted else self._telling(now, "")  # (not compared yet)
+            telling = None if self.preempted else self._telling(now, why)  # (not compared yet)
             abort_steps(self.dir, plan.uid, telling)
             self._say(f"*** JOB {plan.job_id} ON {plan.node} CANCELLED AT {at}{why} ***")
             self._terminate(runner, now)

@@ -103,11 +103,13 @@ class SlurmJobControl(Watcher):
         """scontrol release."""
         self._act(job, "release")
 
-    def end_attempt(self, job: Job) -> None:
+    def end_attempt(self, job: Job, requeue: bool = False) -> None:
         """The first half of the gateway's requeue: scancel the run's Slurm job and return
         once Slurm reports it ended (not COMPLETING: every step is gone), so the next run,
         a new Slurm job, never overlaps it. Slurm's own `scontrol requeue` is not used: it
-        keeps one Slurm job over several runs, while a run here is one tagged Slurm job."""
+        keeps one Slurm job over several runs, while a run here is one tagged Slurm job
+        (so its output says scancel's `CANCELLED AT`, not `DUE TO JOB REQUEUE`: `requeue`
+        changes nothing here)."""
         ref = self._require_ref(job)
         if ref is None:
             with self._lock:

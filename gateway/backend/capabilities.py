@@ -69,10 +69,12 @@ class EndsAttempts(Protocol):
     """A backend that can end a run of a job as a whole (every process, not only its steps)
     and confirm it, as requeue and node fail-over need before the next run may start."""
 
-    def end_attempt(self, job: Job) -> None:
+    def end_attempt(self, job: Job, requeue: bool = False) -> None:
         """End every process of the job's current run and return once they are confirmed
         gone (BackendError, retryable, when not confirmed in time). That run never starts
-        afterwards, and the backend starts no later run while it is not confirmed gone."""
+        afterwards, and the backend starts no later run while it is not confirmed gone.
+        `requeue`: the end is scontrol requeue's (slurmstepd says `DUE TO JOB REQUEUE` in
+        the job's output; a node's failure or a preemption says otherwise)."""
         ...
 
 

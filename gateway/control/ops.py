@@ -384,7 +384,7 @@ async def _end_run(gw: Gateway, job: Job) -> SlurmErrno | None:
     if ends is None:
         return await call_backend(_cancel(gw, job, 9, False))
     try:
-        await asyncio.to_thread(ends.end_attempt, job)
+        await asyncio.to_thread(ends.end_attempt, job, True)
     except BackendError as exc:  # not confirmed yet: the backend holds the next run back
         log.warning("requeue of job %s: %s", job.job_id, exc)
     except Exception:  # refused as Slurm refuses a failed operation; job unchanged

@@ -185,3 +185,55 @@ def test_an_srun_waiting_for_its_step_when_the_job_ends_says_so_as_slurm_does(
         )
     assert ours == theirs, "\n".join([*ours, "=== real Slurm:", *theirs])
     shutil.rmtree(where, ignore_errors=True)
+
+
+def _requeue_scenario(run: Run, submit: Callable[..., str], where: Path, side: str) -> list[str]:
+    """A job requeued (scontrol requeue) while its srun step runs, then cancelled pending."""
+    job = submit("-o", str(where / f"{side}-%j.out"), str(where / "plain.sh"))
+    _until(lambda: f"{job}.0" in run(["squeue", "-h", "-s", "-j", job, "-o", "%i"]).stdout, 90)
+    done = run(["scontrol", "requeue", job])
+    seen = [f"requeue: rc={done.returncode} {done.stdout}{done.stderr}"]
+    _until(lambda: run(["squeue", "-h", "-j", job, "-o", "%T"]).stdout.strip() == "PENDING", 60)
+    acct = ["sacct", "-D", "-n", "-P", "-o", "JobID,State,ExitCode", "-j", job]
+    _until(lambda: ".0|CANCELLED" in run(acct).stdout, 60)
+    seen.append(run(["squeue", "-h", "-j", job, "-o", "%T|%r"]).stdout)
+    rows = re.sub(rf"^{job}(?=[.|])", "JOB", run(acct).stdout, flags=re.M).splitlines()
+    seen += [_BATCH_ENDS.get(row, row) for row in rows if not row.endswith("|PENDING|0:0")]
+    run(["scancel", job])
+    text = re.sub(r"AT \S+", "AT <time>", (where / f"{side}-{job}.out").read_text())
+    lines = re.sub(rf"(?<=JOB ){job}\b|(?<=STEP ){job}(?=\.)", "JOB", text).splitlines()
+    lines = [x for x in lines if x != "srun rc=143" and "forcing job termination" not in x]
+    return seen + [x for x in lines if not _RACY.search(x)] + sorted(filter(_RACY.search, lines))
+
+
+# Slurm's racy ends of a requeued run (3 runs here): the step's tasks may die of the SIGTERM
+# before the batch shell does, which then says `srun rc=143` and ends COMPLETED; the run's
+# new PENDING record reaches sacct a moment later or not; srun may not force termination
+_BATCH_ENDS = {
+    "JOB.batch|COMPLETED|0:0": "JOB.batch|COMPLETED 0:0 or CANCELLED 0:15",
+    "JOB.batch|CANCELLED|0:15": "JOB.batch|COMPLETED 0:0 or CANCELLED 0:15",
+}
+
+
+def test_a_job_requeued_with_a_running_step_says_so_as_slurm_does(cluster: SlurmStack) -> None:
+    """`scontrol requeue` of a running job: slurmstepd says `*** JOB ... CANCELLED AT ...
+    DUE TO JOB REQUEUE ***` and the same of the running step (srun: aborted, forcing job
+    termination, its task Terminated); the run is REQUEUED, its steps CANCELLED 0:15, and
+    the job pends (BeginTime). Caldera said a plain `CANCELLED AT ...` for both."""
+    where = Path(tempfile.mkdtemp(prefix="job-end-requeue-", dir="/tmp"))
+    where.chmod(0o777)
+    (where / "plain.sh").write_text(_SCRIPTS["plain"])
+    config = f'[local]\nslurm_conf = "{cluster.slurm_conf}"\n'
+    with real_jobs() as submit, running_gateway(config) as gw, ThreadPoolExecutor(2) as pool:
+        theirs = pool.submit(_requeue_scenario, run_real, submit, where, "real")
+        ours = pool.submit(
+            _requeue_scenario,
+            lambda argv: gw.run(argv),
+            lambda *args: str(gw.sbatch(*args)),
+            where,
+            "ours",
+        )
+        got_theirs, got_ours = theirs.result(), ours.result()
+    assert any("DUE TO JOB REQUEUE" in line for line in got_theirs), got_theirs
+    assert got_ours == got_theirs, "\n".join([*got_ours, "=== real Slurm:", *got_theirs])
+    shutil.rmtree(where, ignore_errors=True)

@@ -43,7 +43,7 @@ class _Runs:
     def preempted_status(self, job: Job) -> int | None:
         return self.status
 
-    def end_attempt(self, job: Job) -> None:
+    def end_attempt(self, job: Job, requeue: bool = False) -> None:
         self.asked.append(-job.job_id)
 
 

@@ -246,16 +246,20 @@ def _call(client: FastClient, url: str, body: Any = None, method: str = "POST") 
     return data
 
 
+def _waited_code(status: int) -> int:
+    """A finished job's wait status as `sbatch --wait` exits: its exit code, or 1 when a
+    signal ended it (the test cluster: `kill -9 $$` gives 1)."""
+    return (status >> 8) & 0xFF if not status & 0x7F else 1
+
+
 def _wait(client: FastClient, job_id: int) -> int:
     """`--wait`: poll until the job (every task of an array) ends; return its exit code."""
     delay = 0.1
     while True:
         jobs = _call(client, f"/v1/jobs/{job_id}", method="GET")["jobs"]
         if jobs and all(j["state"] not in _ACTIVE for j in jobs):
-            codes = []
-            for j in jobs:
-                status = int(j["exit_code"])
-                codes.append((status >> 8) & 0xFF if not status & 0x7F else status & 0x7F)
+            # sbatch.c's _job_wait: a job its signal ended counts as 1, not the signal
+            codes = [_waited_code(int(j["exit_code"])) for j in jobs]
             return max(codes, default=0)
         time.sleep(delay)
         delay = min(delay * 1.5, 1.0)

@@ -60,3 +60,6 @@ def test_wait_returns_the_jobs_exit_code(gateway: Gateway) -> None:
     assert r.stdout.startswith("Submitted batch job ")
     job_id = int(r.stdout.split()[-1])
     assert gateway.job(job_id)["state"] == "FAILED"
+    # a job its signal ended: 1, not the signal (the test cluster's sbatch: 1 for `kill -9`)
+    r = gateway.run(["sbatch", "--wait", "--wrap", "kill -9 $$"], cwd=gateway.workdir)
+    assert r.returncode == 1, r.stderr

@@ -42,6 +42,7 @@ from gateway.control.arraytasks import Target, parse_targets
 from gateway.control.gateway import Gateway
 from gateway.control.scancel_select import Filters, select, split_steps
 from gateway.control.submit import Caller, SbatchCall
+from gateway.control.update_op import apply_update
 from gateway.dashboard.routes import dashboard_router
 from gateway.metrics.source import metrics_router
 from gateway.model.codec import (
@@ -448,7 +449,7 @@ def build_app(gw: Gateway) -> FastAPI:
         """scontrol update JobId=..."""
         caller = _caller(request, gw)
         targets = _targets([body.id])
-        results = [await ops.apply_update(gw, t, body.fields, caller) for t in targets]
+        results = [await apply_update(gw, t, body.fields, caller) for t in targets]
         return _results(results)
 
     @app.get(f"/{API_VERSION}/accounting")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -21,13 +20,12 @@ from gateway.cli.common import (
 from gateway.cli.node_view import nodes_view, partition_extras
 from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
 from gateway.cli.progress import Ticker
-from gateway.compat.begin import TimeSpecError, parse_time
-from gateway.compat.cnum import parse_uint32, strtol
-from gateway.compat.duration import time_str_to_mins
+from gateway.cli.scontrol_update import SUSPEND_STYLE, update
+from gateway.cli.scontrol_update import Fail as _Fail
+from gateway.cli.scontrol_update import report as _report
 from gateway.compat.job_list_order import list_order
 from gateway.compat.options_help import version_text
 from gateway.model.job import Job
-from gateway.model.values import NO_VAL
 
 __all__ = ["main"]
 
@@ -50,24 +48,6 @@ OPTIONS = (
     CmdOption("verbose", "v", 0, "verbose"),
     CmdOption("version", "V", 0, "version"),
 )
-_UPDATE_KEYS = {
-    "timelimit",
-    "partition",
-    "dependency",
-    "nice",
-    "priority",
-    "jobname",
-    "name",
-    "comment",
-    "timemin",
-}
-_SUSPEND_STYLE = {"hold", "uhold", "release"}  # Slurm adds a `slurm_suspend error:` line
-
-
-class _Fail(Exception):
-    def __init__(self, *lines: str) -> None:
-        super().__init__("\n".join(lines))
-        self.lines = lines
 
 
 def _is(word: str, command: str, minimum: int = 3) -> bool:
@@ -219,21 +199,6 @@ def _job_list(args: list[str]) -> list[str]:
     return [w for a in args for w in a.split(",") if w]
 
 
-def _report(results: list[dict[str, object]], op: str) -> int:
-    rc = 0
-    for r in results:
-        err = r["error"]
-        if err is None:
-            continue
-        assert isinstance(err, dict)
-        msg = str(err["message"])
-        sys.stderr.write(f"{msg} for job {r['id']}\n")
-        if op in _SUSPEND_STYLE:
-            sys.stderr.write(f"slurm_suspend error: {msg}\n")
-        rc = 1
-    return rc
-
-
 def _control(op: str, args: list[str]) -> int:
     ids = _job_list(args)
     if not ids:
@@ -241,7 +206,7 @@ def _control(op: str, args: list[str]) -> int:
     for word in ids:
         if not word.split("_")[0].isdigit():
             sys.stderr.write(f"Invalid job id specified for job {word}\n")
-            if op in _SUSPEND_STYLE:
+            if op in SUSPEND_STYLE:
                 sys.stderr.write("slurm_suspend error: Invalid job id specified\n")
             return 1
     url, body = {
@@ -343,86 +308,6 @@ def _ping() -> int:
     return 0
 
 
-def _update_node(args: list[str]) -> int:
-    """NodeName=<hostlist> State=DRAIN|UNDRAIN|RESUME [Reason=...]: operators only."""
-    fields: dict[str, str] = {}
-    for arg in args:
-        key, eq, value = arg.partition("=")
-        k = key.lower()
-        if not eq:
-            raise _Fail(f"Invalid input: {arg}", "Request aborted")
-        if k in ("nodename", "state", "reason"):
-            fields[k] = value
-        else:
-            raise _Fail(f"Update of this parameter is not supported: {arg}", "Request aborted")
-    state = fields.get("state")
-    if state is None:
-        raise _Fail("No changes specified")
-    if state.upper() == "DRAIN" and not fields.get("reason"):
-        raise _Fail("You must specify a reason when DOWNING or DRAINING a node. Request denied")
-    body = {"nodes": fields["nodename"], "state": state, "reason": fields.get("reason")}
-    try:
-        call("POST", "/v1/nodes/update", body)
-    except GatewayError as exc:
-        raise _Fail(f"slurm_update error: {exc}") from exc
-    return 0
-
-
-def _begin(text: str) -> int | None:
-    """StartTime=/EligibleTime= as scontrol reads it: parse_time, never before now; an
-    invalid time is reported and the field left out (then "No changes specified")."""
-    now = time.time()
-    try:
-        begin = parse_time(text, now)
-    except TimeSpecError as exc:
-        sys.stderr.write(f"{exc}\n")
-        return None
-    return max(begin, int(now)) if begin else None
-
-
-def _update(args: list[str]) -> int:
-    if args and args[0].lower().startswith("nodename="):
-        return _update_node(args)
-    job: str | None = None
-    fields: dict[str, str] = {}
-    for arg in args:
-        key, eq, value = arg.partition("=")
-        if not eq:
-            raise _Fail(f"Invalid input: {arg}", "Request aborted")
-        k = key.lower()
-        if len(k) >= 10 and "arraytaskthrottle".startswith(k):
-            if strtol(value)[0] < 0:
-                raise _Fail(f"{_PROG}: error: Invalid ArrayTaskThrottle value")
-            fields["ArrayTaskThrottle"] = value
-        elif k in ("jobid", "job"):
-            job = value
-        elif len(k) >= 2 and ("eligibletime".startswith(k) or "starttime".startswith(k)):
-            begin = _begin(value)
-            if begin is not None:
-                fields["StartTime"] = str(begin)
-        elif k in _UPDATE_KEYS:
-            if k == "timelimit" and time_str_to_mins(value) == NO_VAL:
-                raise _Fail(f"{_PROG}: error: Invalid TimeLimit value")
-            if k == "priority" and parse_uint32(value) is None:
-                raise _Fail(f"{_PROG}: error: Invalid Priority value: {value}")
-            fields[key] = value
-        else:
-            raise _Fail(f"Update of this parameter is not supported: {arg}", "Request aborted")
-    if job is None:
-        raise _Fail(
-            "No valid entity in update command",
-            'Input line must include "NodeName", "PartitionName", '
-            '"Reservation=", "JobId", "StepId", "FrontendName" or '
-            '"SuspendExcNodes"',
-        )
-    if not job.split("_")[0].isdigit():
-        raise _Fail(f"Invalid job id specified for job {job}")
-    if not fields:
-        raise _Fail("No changes specified")
-    data = call("POST", "/v1/jobs/update", {"id": job, "fields": fields})
-    return _report(data["results"], "update")
-
-
 def _run(words: list[str], oneliner: bool, cluster: str | None = None) -> int:
     if not words:
         raise _Fail("no command given")
@@ -430,7 +315,7 @@ def _run(words: list[str], oneliner: bool, cluster: str | None = None) -> int:
     if _is(cmd, "show", 2):
         return _show(rest, oneliner, cluster)
     if _is(cmd, "update", 2):
-        return _update(rest)
+        return update(rest)
     if _is(cmd, "ping", 2):
         return _ping()
     for op in ("requeuehold", "requeue", "release", "uhold", "hold"):

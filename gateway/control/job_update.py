@@ -4,18 +4,30 @@ record: pure functions from the job and the field's text to the new job or Slurm
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from gateway.compat.cnum import parse_uint32, strtol
 from gateway.compat.dependency import DependencyError, parse_dependency
 from gateway.compat.duration import time_str_to_mins
+from gateway.compat.hostlist import HostlistError, expand
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.model.job import Hold, Job
 from gateway.model.state import JobState, Reason
 from gateway.model.values import INFINITE, NO_VAL
 from gateway.policy.priority import reniced
+from gateway.scheduler.request import constraint_satisfied
 
-__all__ = ["not_persistent", "update_field"]
+__all__ = ["UpdateSite", "not_persistent", "update_field"]
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateSite:
+    """What update_job checks a field against: the MaxTime (minutes) of the job's
+    partition, the site's node names, the features of each of its nodes."""
+
+    max_time: int = INFINITE
+    nodes: frozenset[str] = frozenset()
+    features: tuple[tuple[str, ...], ...] = ()
 
 
 def _throttle(job: Job, value: str) -> Job | SlurmErrno:
@@ -31,18 +43,60 @@ def _throttle(job: Job, value: str) -> Job | SlurmErrno:
     return replace(job, array_pending=pending, spec=spec)
 
 
-def update_field(job: Job, key: str, value: str, operator: bool) -> Job | SlurmErrno:
+def _time_limit(job: Job, value: str, operator: bool, max_time: int) -> Job | SlurmErrno:
+    """update_job's rule: an operator sets any limit; a user lowers it, or raises a pending
+    job's up to its partition's MaxTime (the test cluster: a held `-t 5` job's user set 10,
+    then UNLIMITED, in a partition without MaxTime; a running job's raise is refused)."""
+    minutes = time_str_to_mins(value)
+    if minutes == NO_VAL or not 0 <= minutes <= INFINITE:
+        return SlurmErrno.INVALID_TIME_VALUE
+    minutes = INFINITE if minutes == 0 else minutes
+    if minutes == job.time_limit:
+        return job
+    lowered = job.time_limit in (0, INFINITE) or minutes < job.time_limit
+    lowered = lowered and minutes != INFINITE
+    if not (operator or lowered or (job.state is JobState.PENDING and max_time >= minutes)):
+        return SlurmErrno.ACCESS_DENIED
+    return replace(job, time_limit=minutes, spec=replace(job.spec, time_limit=minutes))
+
+
+def _nodes(job: Job, k: str, value: str, site: UpdateSite) -> Job | SlurmErrno:
+    """ReqNodeList=/ExcNodeList= of a pending job (empty: none); every name must be a node
+    of the site (the test cluster: `Invalid node name specified` for an unknown one)."""
+    if job.state is not JobState.PENDING:
+        return SlurmErrno.JOB_NOT_PENDING
+    try:
+        names = expand(value) if value else []
+    except HostlistError:
+        return SlurmErrno.INVALID_NODE_NAME
+    if any(name not in site.nodes for name in names):
+        return SlurmErrno.INVALID_NODE_NAME
+    if k == "reqnodelist":
+        return replace(job, spec=replace(job.spec, nodelist=value or None))
+    return replace(job, spec=replace(job.spec, exclude=value or None))
+
+
+def update_field(
+    job: Job, key: str, value: str, operator: bool, site: UpdateSite | None = None
+) -> Job | SlurmErrno:
     """The job with one `scontrol update` field changed, or slurmctld's error for it."""
-    spec = job.spec
+    spec, site = job.spec, site or UpdateSite()
     k = key.lower()
     if k == "timelimit":
-        minutes = time_str_to_mins(value)
-        if minutes == NO_VAL:
-            return SlurmErrno.INVALID_TIME_VALUE
-        minutes = INFINITE if minutes == 0 else minutes
-        if not operator and (minutes == INFINITE or minutes > job.time_limit):
-            return SlurmErrno.ACCESS_DENIED
-        return replace(job, time_limit=minutes, spec=replace(spec, time_limit=minutes))
+        return _time_limit(job, value, operator, site.max_time)
+    if k in ("reqnodelist", "excnodelist"):
+        return _nodes(job, k, value, site)
+    if k == "requeue":  # update_job: 0 or 1, any other number left alone
+        number, end = strtol(value)
+        if end != len(value) or number not in (0, 1):
+            return job
+        return replace(job, spec=replace(spec, requeue=number == 1))
+    if k == "features":
+        if job.state is not JobState.PENDING:
+            return SlurmErrno.JOB_NOT_PENDING
+        if value and not any(constraint_satisfied(value, f) for f in site.features):
+            return SlurmErrno.INVALID_FEATURE
+        return replace(job, spec=replace(spec, constraint=value or None))
     if k == "partition":
         if job.state is not JobState.PENDING:
             return SlurmErrno.JOB_NOT_PENDING

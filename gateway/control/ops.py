@@ -1,4 +1,5 @@
-"""Job control as scancel and scontrol do it: signal/cancel, hold, release, requeue, update.
+"""Job control as scancel and scontrol do it: signal/cancel, hold, release, requeue
+(`scontrol update`: update_op.py).
 
 Users act only on their own jobs; operators (root and configured uids) on all. Each
 operation answers per job with Slurm's error code, so the commands can print Slurm's
@@ -18,7 +19,6 @@ from gateway.compat.slurm_errors import SlurmErrno
 from gateway.control.arraytasks import Target, remove_index
 from gateway.control.bulk import Changes
 from gateway.control.gateway import Gateway
-from gateway.control.job_update import not_persistent, update_field
 from gateway.control.submit import Caller
 from gateway.model.backend import BackendError
 from gateway.model.job import Hold, Job
@@ -27,9 +27,10 @@ from gateway.policy.service import policy_of
 
 __all__ = [
     "OpResult",
-    "apply_update",
+    "allowed",
     "call_backend",
     "cancel",
+    "forward_hold",
     "hold",
     "release",
     "requeue",
@@ -50,7 +51,7 @@ class OpResult:
     error: SlurmErrno | None = None
 
 
-def _allowed(job: Job, caller: Caller) -> bool:
+def allowed(job: Job, caller: Caller) -> bool:
     return caller.operator or job.uid == caller.uid
 
 
@@ -109,7 +110,7 @@ async def cancel(
         err: SlurmErrno | None = None
         for job, index in matched:
             job = changes.current(job)
-            if not _allowed(job, caller):
+            if not allowed(job, caller):
                 err = SlurmErrno.ACCESS_DENIED
                 continue
             if job.state.is_finished:
@@ -165,7 +166,7 @@ async def signal_steps(
         err: SlurmErrno | None = None
         if job is None or job.state.is_finished:
             err = SlurmErrno.INVALID_JOB_ID
-        elif not _allowed(job, caller):
+        elif not allowed(job, caller):
             err = SlurmErrno.ACCESS_DENIED
         elif not job.backend_id or job.state is JobState.PENDING:
             err = SlurmErrno.JOB_PENDING
@@ -215,7 +216,7 @@ def _cancel(gw: Gateway, job: Job, signal: int | None, batch_only: bool) -> Call
     return (lambda: None) if backend is None else partial(backend.cancel, job, signal, batch_only)
 
 
-async def _forward_hold(changes: Changes, job: Job, admin: bool) -> SlurmErrno | None:
+async def forward_hold(changes: Changes, job: Job, admin: bool) -> SlurmErrno | None:
     """Jobs a backend queues itself (Slurm) are held there too."""
     control = changes.gw.capabilities(job).control if job.backend_id else None
     if control is None:
@@ -233,14 +234,6 @@ async def _forward_release(changes: Changes, job: Job) -> SlurmErrno | None:
     return await call_backend(lambda: control.release(job))
 
 
-async def _forward_time_limit(gw: Gateway, job: Job) -> SlurmErrno | None:
-    """A new time limit reaches a job its backend already holds."""
-    updates = gw.capabilities(job).time_limit if job.backend_id else None
-    if updates is None:
-        return None
-    return await call_backend(lambda: updates.update_time_limit(job, job.time_limit))
-
-
 async def hold(
     gw: Gateway, targets: Sequence[Target], caller: Caller, user_hold: bool = True
 ) -> list[OpResult]:
@@ -254,7 +247,7 @@ async def hold(
         lambda j: replace(j, hold=kind, priority=0, reason=reason),
         kind="hold",
         denied=SlurmErrno.USER_ID_MISSING,
-        forward=lambda c, j: _forward_hold(c, j, kind is Hold.ADMIN),
+        forward=lambda c, j: forward_hold(c, j, kind is Hold.ADMIN),
     )
 
 
@@ -271,7 +264,7 @@ async def release(gw: Gateway, targets: Sequence[Target], caller: Caller) -> lis
         err: SlurmErrno | None = None
         for job, index in matched:
             job = changes.current(job)
-            if not _allowed(job, caller):
+            if not allowed(job, caller):
                 err = SlurmErrno.USER_ID_MISSING
                 continue
             if job.hold is Hold.ADMIN and not caller.operator:
@@ -330,7 +323,7 @@ async def requeue(
             err: SlurmErrno | None = None
             for job, index in matched:
                 job = changes.current(job)
-                if not _allowed(job, caller):
+                if not allowed(job, caller):
                     err = SlurmErrno.ACCESS_DENIED
                     continue
                 if job.state is JobState.PENDING or index is not None:
@@ -427,7 +420,7 @@ async def _each(
         err: SlurmErrno | None = None
         for job, index in matched:
             job = changes.current(job)
-            if not _allowed(job, caller):
+            if not allowed(job, caller):
                 err = denied
                 continue
             if job.state.is_finished:
@@ -453,46 +446,3 @@ async def _each(
         results.append(OpResult(target_name(target), err))
     await changes.flush()
     return results
-
-
-async def apply_update(
-    gw: Gateway, target: Target, fields: Mapping[str, str], caller: Caller
-) -> OpResult:
-    """scontrol update JobId=... Key=Value...: all fields or none."""
-    view = Changes(gw, "update", caller.uid)
-    await view.load([target])
-    matched = resolve_target(view, target)
-    if not matched:
-        return OpResult(target_name(target), SlurmErrno.INVALID_JOB_ID)
-    changed: list[Job] = []
-    lowered: list[Job] = []
-    warning: SlurmErrno | None = None
-    for job, _ in matched:
-        job = gw.jobs.get(job.job_id, job)
-        if not _allowed(job, caller):
-            return OpResult(target_name(target), SlurmErrno.USER_ID_MISSING)
-        if job.state.is_finished:
-            return OpResult(target_name(target), SlurmErrno.JOB_FINISHED)
-        for key, value in fields.items():
-            if key.lower() == "arraytaskthrottle" and target.tasks is not None:
-                continue  # a task has no array record: slurmctld ignores it
-            out = update_field(job, key, value, caller.operator)
-            if isinstance(out, SlurmErrno):
-                return OpResult(target_name(target), out)
-            if key.lower() == "timelimit":
-                refused = await _forward_time_limit(gw, out)
-                if refused is not None:
-                    return OpResult(target_name(target), refused)
-            if out.hold is not None and job.hold is None:  # Priority=0
-                refused = await _forward_hold(view, out, out.hold is Hold.ADMIN)
-                if refused is not None:
-                    return OpResult(target_name(target), refused)
-            if key.lower() == "priority" and not_persistent(job, out, caller.operator):
-                warning = SlurmErrno.PRIO_RESET_FAIL  # applied, and said to be fleeting
-                lowered.append(out)
-            job = out
-        changed.append(job)
-    await gw.commit(changed, "update", by=caller.uid, fields=dict(fields))
-    for job in lowered:
-        policy_of(gw).lowered_by_user(job)
-    return OpResult(target_name(target), warning)

@@ -1,0 +1,137 @@
+"""`scontrol update JobId=...` by a job's user, on Caldera's local site described by the test
+cluster's slurm.conf and on the real Slurm 22.05 cluster: the same answers, exit codes and
+resulting records.
+
+What the test cluster does and Caldera did not: a user may raise a pending job's limit up
+to its partition's MaxTime (10, then UNLIMITED, on a held `-t 5` job; refused once it
+runs); `+N`/`-N` change the current limit (scontrol reads it first: JobId must come before,
+a decrement larger than the limit is refused, `+1:00:00` on UNLIMITED wraps as uint32 to
+59 minutes); an array that is still one record takes `+N`, and so does one of its tasks.
+Caldera refused every raise, called `+N` an invalid value and stored `-3` as a negative
+limit (`INVALID` in squeue). ReqNodeList=, ExcNodeList=, Requeue= and Features= were "not
+supported"; the test cluster changes them on a pending job (an unknown node name or
+feature refused, a feature some node of the cluster has taken; Requeue= other than 0 or
+1 ignored).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.gateway_env import running_gateway
+from tests.support.slurm_stack import SlurmStack, slurm_env
+
+pytestmark = pytest.mark.slurm
+
+_SCRIPT = r"""
+exec 2>&1
+j=$(sbatch --parsable -p real --hold -t 5 -o /dev/null --wrap 'sleep 30')
+limit() { squeue -h -j "$1" -o '%l'; }
+scontrol update JobId=$j TimeLimit=10; echo "raise pending rc=$?"; limit $j
+scontrol update JobId=$j TimeLimit=-3; echo "minus rc=$?"; limit $j
+scontrol update JobId=$j TimeLimit=+4; echo "plus rc=$?"; limit $j
+scontrol update JobId=$j TimeLimit=-30; echo "too much rc=$?"
+scontrol update TimeLimit=+3 JobId=$j; echo "order rc=$?"
+scontrol update JobId=$j TimeLimit=+x; echo "bad rc=$?"
+scontrol update JobId=$j TimeLimit=11; echo "same rc=$?"
+scontrol update JobId=$j TimeLimit=UNLIMITED; echo "unlimited rc=$?"; limit $j
+scontrol update JobId=$j TimeLimit=+1:00:00; echo "wrap rc=$?"; limit $j
+scontrol update JobId=99999 TimeLimit=+3; echo "no job rc=$?"
+scontrol release $j
+until [ "$(squeue -h -j $j -o %T)" = RUNNING ]; do sleep 0.3; done
+scontrol update JobId=$j TimeLimit=+3; echo "raise running rc=$?"; limit $j
+scontrol update JobId=$j TimeLimit=-3; echo "lower running rc=$?"; limit $j
+scancel $j
+while [ -n "$(squeue -h -j $j -o %T)" ]; do sleep 0.3; done
+scontrol update JobId=$j TimeLimit=-3; echo "ended rc=$?"
+a=$(sbatch --parsable -p real --hold -a 1-2 -t 5 -o /dev/null --wrap 'sleep 30')
+scontrol update JobId=$a TimeLimit=+3; echo "array rc=$?"
+scontrol update JobId=${a}_1 TimeLimit=+3; echo "task rc=$?"; limit ${a}_1
+scancel $a
+echo "ids $j $a"
+"""
+
+
+_FIELDS = r"""
+exec 2>&1
+j=$(sbatch --parsable -p real --hold -o /dev/null --wrap 'sleep 30')
+show() {
+  scontrol show job $j | grep -o -E "(ReqNodeList|ExcNodeList|Features|Requeue)=[^ ]*" \
+    | tr '\n' ' '; echo
+}
+scontrol update JobId=$j ReqNodeList=nodeX; echo "unknown required rc=$?"
+scontrol update JobId=$j ExcNodeList=nodeX; echo "unknown excluded rc=$?"
+scontrol update JobId=$j ReqNodeList=node[01-02]; echo "required rc=$?"; show
+scontrol update JobId=$j ReqNodeList=; echo "none required rc=$?"
+scontrol update JobId=$j ExcNodeList=node01; echo "excluded rc=$?"; show
+scontrol update JobId=$j Requeue=2; echo "requeue 2 rc=$?"; show
+scontrol update JobId=$j Requeue=0; echo "requeue 0 rc=$?"; show
+scontrol update JobId=$j Features=nosuch; echo "unknown feature rc=$?"
+scontrol update JobId=$j Features=gpu; echo "feature rc=$?"; show
+scontrol update JobId=$j Features=; echo "no feature rc=$?"; show
+scontrol update JobId=$j ExcNodeList=; scontrol release $j
+until [ "$(squeue -h -j $j -o %T)" = RUNNING ]; do sleep 0.3; done
+scontrol update JobId=$j ExcNodeList=node04; echo "running excluded rc=$?"
+scontrol update JobId=$j Requeue=1; echo "running requeue rc=$?"; show
+scancel $j
+echo "ids $j $j"
+"""
+
+
+def _named(out: str) -> str:
+    """The job ids (last line) in Slurm's `for job ID` replaced by J and A."""
+    lines = out.splitlines()
+    assert lines, out
+    assert lines[-1].startswith("ids "), out
+    job, array = lines[-1].split()[1:]
+    text = "\n".join(lines[:-1])
+    return re.sub(rf"(?<=job ){array}\b", "A", re.sub(rf"(?<=job ){job}\b", "J", text))
+
+
+def test_a_users_time_limit_updates_are_answered_as_slurm_answers_them(
+    cluster: SlurmStack,
+) -> None:
+    where = Path(tempfile.mkdtemp(prefix="time-limit-", dir="/tmp"))
+    where.chmod(0o777)
+    conf = f"SLURM_CONF={slurm_env()['SLURM_CONF']}"
+    real = subprocess.run(
+        ["runuser", "-u", "tester", "--", "env", conf, "sh", "-c", _SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=where,
+    )
+    theirs = _named(real.stdout)
+    assert "raise pending rc=0\n10:00" in theirs, theirs  # the scenario ran as meant
+    config = f'[local]\nslurm_conf = "{cluster.slurm_conf}"\n'
+    with running_gateway(config) as gw:
+        done = gw.run(_SCRIPT, user="tester", cwd=where)
+    ours = _named(done.stdout)
+    assert ours == theirs, f"{ours}\n=== real Slurm:\n{theirs}"
+
+
+def test_a_pending_jobs_nodes_features_and_requeue_are_updated_as_slurm_does(
+    cluster: SlurmStack,
+) -> None:
+    where = Path(tempfile.mkdtemp(prefix="job-update-", dir="/tmp"))
+    where.chmod(0o777)
+    conf = f"SLURM_CONF={slurm_env()['SLURM_CONF']}"
+    real = subprocess.run(
+        ["runuser", "-u", "tester", "--", "env", conf, "sh", "-c", _FIELDS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=where,
+    )
+    theirs = _named(real.stdout)
+    assert "required rc=0\nRequeue=1 ReqNodeList=node[01-02]" in theirs, theirs
+    config = f'[local]\nslurm_conf = "{cluster.slurm_conf}"\n'
+    with running_gateway(config) as gw:
+        done = gw.run(_FIELDS, user="tester", cwd=where)
+    ours = _named(done.stdout)
+    assert ours == theirs, f"{ours}\n=== real Slurm:\n{theirs}"

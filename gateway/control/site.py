@@ -152,12 +152,16 @@ def check_request(
     without `fit` (a held job, or one beyond its partition's size) only names are checked.
     In `_job_create`'s order: node names, partitions that take no jobs (DRAIN, INACTIVE),
     partition limits (EnforcePartLimits), licences, then what the nodes could hold."""
-    from gateway.compat.hostlist import expand
+    from gateway.compat.hostlist import HostlistError, expand
 
     nodelist = tuple(expand(spec.nodelist)) if spec.nodelist else ()
+    try:
+        excluded = set(expand(spec.exclude)) if spec.exclude else set()
+    except HostlistError:
+        raise SubmitError(SlurmErrno.INVALID_NODE_NAME) from None
     known = {n.name for c in clusters.values() for n in c.nodes}
-    if any(name not in known for name in nodelist):
-        raise SubmitError(SlurmErrno.INVALID_NODE_NAME)
+    if any(name not in known for name in (*nodelist, *excluded)) or excluded & set(nodelist):
+        raise SubmitError(SlurmErrno.INVALID_NODE_NAME)  # (-w and -x naming one node too)
     parts = [p for c in clusters.values() for name in partitions if (p := c.partition(name))]
     if parts and all(p.state in ("DRAIN", "INACTIVE") for p in parts):
         raise SubmitError(SlurmErrno.PARTITION_NOT_AVAIL)
@@ -174,6 +178,7 @@ def check_request(
             if part is None:
                 continue
             members = [n for n in cluster.nodes if n.name in part.nodes]
+            members = [n for n in members if n.name not in excluded]
             seen.extend(members)
             if nodelist and any(name not in part.nodes for name in nodelist):
                 continue

@@ -63,11 +63,12 @@ def fitting_nodes(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb:
 
 def could_hold(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb: int) -> bool:
     """Whether `members`, idle, could hold the request: enough nodes for its share and, for
-    a node range, its tasks on its MAX biggest nodes (`-N1-2 -n5` on 2-CPU nodes: never)."""
+    a node range or tasks spread over nodes, its tasks on its MAX biggest nodes (`-N1-2 -n5`
+    on 2-CPU nodes: never; `-n7 -x node01` on four: never)."""
     fit = _fitting(req, members, def_mem_per_cpu_mb)
     if len(fit) < req.nodes:
         return False
-    if not req.wide:
+    if not (req.wide or req.spread):
         return True
     caps = sorted(task_capacity(req, n.cpus, n.memory_mb, def_mem_per_cpu_mb) for n in fit)
     if req.fixed_per_node:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from gateway.compat.hostlist import expand
+from gateway.compat.hostlist import HostlistError, expand
 from gateway.model.jobspec import JobSpec, Sharing
 
 __all__ = [
@@ -141,7 +141,7 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
         exclusive=spec.sharing is Sharing.EXCLUSIVE,
         constraint=spec.constraint,
         nodelist=nodelist,
-        exclude=frozenset(),
+        exclude=_excluded(spec.exclude),
         partitions=spec.partitions,
         time_limit=spec.time_limit,
         switches=spec.switches,
@@ -151,6 +151,17 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
         wide=wide,
         fixed_per_node=per_node_range,
     )
+
+
+def _excluded(text: str | None) -> frozenset[str]:
+    """`-x`/ExcNodeList: nodes the job never runs on (a list slurmctld would have refused
+    at submission excludes nothing)."""
+    if not text:
+        return frozenset()
+    try:
+        return frozenset(expand(text))
+    except HostlistError:
+        return frozenset()
 
 
 def _per_node_range(spec: JobSpec) -> int:

@@ -5,7 +5,9 @@ given the same requests, one job at a time on an idle partition.
 What the cluster does: sbatch sets only the minimum node count from the list (`_opt_verify`),
 so slurmctld adds nodes when the tasks need more (`-w node01 -n3`: node[01-02]) or -N asks
 for more (`-w node01 -N2`); each listed node is in the allocation (`-w node[01-02] -n2`:
-one task each); a request one of the listed nodes can never hold is refused. Compared:
+one task each); a request one of the listed nodes can never hold is refused. `-x` nodes
+are never used (Caldera's scheduler ignored -x), a request the other nodes could never hold
+is refused, and a node both listed and excluded, or unknown, is an invalid name. Compared:
 sbatch's answer, the job's SLURM_JOB_NODELIST, SLURM_NNODES and SLURM_TASKS_PER_NODE,
 and scontrol's NodeList, NumNodes, NumCPUs and NumTasks once it completed.
 """
@@ -36,6 +38,18 @@ _REQUESTS = (
     ("-w", "node01", "-n3", "--gres=gpu:1"),  # node01 has no GPU: refused
     ("-w", "node03", "-n3", "--gres=gpu:1"),  # node04 added, a GPU each
     ("-w", "node01", "-N1", "-n3"),  # one 2-CPU node for three tasks: refused
+    (
+        "-x",
+        "node[01-03]",
+    ),  # runs on node04 (Caldera's scheduler ignored -x)
+    ("-x", "node01", "-N3", "-n6"),  # node[02-04]
+    ("-x", "node01", "-N4"),  # three nodes left: refused
+    ("-x", "node01", "-n7"),  # six CPUs left: refused
+    ("-w", "node01", "-x", "node01"),  # Invalid node name specified
+    (
+        "-x",
+        "nodeZ",
+    ),  # Invalid node name specified
 )
 
 

@@ -17,6 +17,7 @@ feature refused, a feature some node of the cluster has taken; Requeue= other th
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -93,45 +94,37 @@ def _named(out: str) -> str:
     return re.sub(rf"(?<=job ){array}\b", "A", re.sub(rf"(?<=job ){job}\b", "J", text))
 
 
-def test_a_users_time_limit_updates_are_answered_as_slurm_answers_them(
-    cluster: SlurmStack,
-) -> None:
-    where = Path(tempfile.mkdtemp(prefix="time-limit-", dir="/tmp"))
+def _both(cluster: SlurmStack, script: str) -> tuple[str, str]:
+    """`script` run by tester on the test cluster, then on a Caldera gateway given its
+    slurm.conf: (ours, theirs), job ids named."""
+    where = Path(tempfile.mkdtemp(prefix="job-update-", dir="/tmp"))
     where.chmod(0o777)
     conf = f"SLURM_CONF={slurm_env()['SLURM_CONF']}"
     real = subprocess.run(
-        ["runuser", "-u", "tester", "--", "env", conf, "sh", "-c", _SCRIPT],
+        ["runuser", "-u", "tester", "--", "env", conf, "sh", "-c", script],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=where,
     )
-    theirs = _named(real.stdout)
-    assert "raise pending rc=0\n10:00" in theirs, theirs  # the scenario ran as meant
     config = f'[local]\nslurm_conf = "{cluster.slurm_conf}"\n'
     with running_gateway(config) as gw:
-        done = gw.run(_SCRIPT, user="tester", cwd=where)
-    ours = _named(done.stdout)
+        done = gw.run(script, user="tester", cwd=where)
+    shutil.rmtree(where, ignore_errors=True)
+    return _named(done.stdout), _named(real.stdout)
+
+
+def test_a_users_time_limit_updates_are_answered_as_slurm_answers_them(
+    cluster: SlurmStack,
+) -> None:
+    ours, theirs = _both(cluster, _SCRIPT)
+    assert "raise pending rc=0\n10:00" in theirs, theirs  # the scenario ran as meant
     assert ours == theirs, f"{ours}\n=== real Slurm:\n{theirs}"
 
 
 def test_a_pending_jobs_nodes_features_and_requeue_are_updated_as_slurm_does(
     cluster: SlurmStack,
 ) -> None:
-    where = Path(tempfile.mkdtemp(prefix="job-update-", dir="/tmp"))
-    where.chmod(0o777)
-    conf = f"SLURM_CONF={slurm_env()['SLURM_CONF']}"
-    real = subprocess.run(
-        ["runuser", "-u", "tester", "--", "env", conf, "sh", "-c", _FIELDS],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=where,
-    )
-    theirs = _named(real.stdout)
+    ours, theirs = _both(cluster, _FIELDS)
     assert "required rc=0\nRequeue=1 ReqNodeList=node[01-02]" in theirs, theirs
-    config = f'[local]\nslurm_conf = "{cluster.slurm_conf}"\n'
-    with running_gateway(config) as gw:
-        done = gw.run(_FIELDS, user="tester", cwd=where)
-    ours = _named(done.stdout)
     assert ours == theirs, f"{ours}\n=== real Slurm:\n{theirs}"

@@ -321,7 +321,10 @@ def _memory(req: NodeRequest, node: Node, def_mem: int) -> int:
 def _spread_fit(req: NodeRequest, groups: Sequence[_Group], def_mem: int, where: str) -> str | None:
     """Whether the nodes together hold `req.tasks` tasks of `req.cpus_per_task` CPUs (a
     node range: its `max_nodes` biggest nodes, at least MIN of them holding a task)."""
-    caps = [(task_capacity(req, n.cpus, n.memory_mb, def_mem), c) for n, c in groups]
+    caps = [
+        (task_capacity(req, n.cpus, n.memory_mb, def_mem, n.gpu_count(req.gpu_type)), c)
+        for n, c in groups
+    ]
     if req.fixed_per_node:
         holding = sum(c for cap, c in caps if cap >= req.fixed_per_node)
         if holding >= req.nodes:

@@ -93,7 +93,8 @@ def place_spread(
         node = f.node
         cpus = node.cpus if req.exclusive else tasks * req.cpus_per_task
         memory = req.memory_for(cpus, snap.def_mem_per_cpu_mb, node.memory_mb)
-        gpus = stmt.allocate(node.name, cpus, memory, req.gpus, req.exclusive)
+        share = tasks * req.gpus_per_task if req.gpus_per_task else req.gpus
+        gpus = stmt.allocate(node.name, cpus, memory, share, req.exclusive)
         out.append(rank(node, tasks, cpus, memory, gpus))
     stmt.commit()
     return tuple(out)
@@ -102,7 +103,8 @@ def place_spread(
 def _capacity(req: NodeRequest, f: NodeFree, snap: Snapshot) -> int:
     cpus = f.node.cpus if req.exclusive else f.cpus
     memory = f.node.memory_mb if req.exclusive else f.memory_mb
-    return task_capacity(req, cpus, memory, snap.def_mem_per_cpu_mb)
+    gpus = f.node.gpu_count(req.gpu_type) if req.exclusive else len(f.gpus)
+    return task_capacity(req, cpus, memory, snap.def_mem_per_cpu_mb, gpus)
 
 
 def _narrow_layout(

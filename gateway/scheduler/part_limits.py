@@ -70,7 +70,10 @@ def could_hold(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb: in
         return False
     if not (req.wide or req.spread):
         return True
-    caps = sorted(task_capacity(req, n.cpus, n.memory_mb, def_mem_per_cpu_mb) for n in fit)
+    caps = sorted(
+        task_capacity(req, n.cpus, n.memory_mb, def_mem_per_cpu_mb, n.gpu_count(req.gpu_type))
+        for n in fit
+    )
     if req.fixed_per_node:
         return sum(c >= req.fixed_per_node for c in caps) >= req.nodes
     return sum(caps[-req.max_nodes :]) >= req.tasks

@@ -52,6 +52,10 @@ class NodeRequest:
     # -N MIN-MAX without -n: each node takes this many tasks (0: not such a job); `tasks`
     # is then MAX's, and the job has as many as the nodes it gets
     fixed_per_node: int = 0
+    # a spread with --gpus-per-task: each task's GPUs (`gpus` is then one task's too), so
+    # a node takes as many tasks as its GPUs hold (`-n4 --gpus-per-task=1` on 2- and
+    # 4-GPU nodes of 2 CPUs: two on each, as on the test cluster)
+    gpus_per_task: int = 0
 
     def memory_for(self, cpus: int, def_mem_per_cpu: int, node_mem: int) -> int:
         """Memory (MiB) this job takes on one node with `cpus` cpus there."""
@@ -117,8 +121,10 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
     if per_node_range:  # -N MIN-MAX without -n: tasks per node fixed, the count found
         spread = wide = True
         tasks, per_node = max_nodes * per_node_range, (per_node_range,) * max_nodes
+    gpt = _spread_gpus_per_task(spec) if spread else 0
     if spread:
         cpus, max_nodes = cpt, min(max_nodes, tasks) if wide else tasks
+        gpus = gpt or gpus
     memory: int | None
     mem_per_cpu = spec.mem_per_cpu_mb
     if spec.mem_per_node_mb is not None:
@@ -150,7 +156,15 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
         cpus_per_task=cpt,
         wide=wide,
         fixed_per_node=per_node_range,
+        gpus_per_task=gpt,
     )
+
+
+def _spread_gpus_per_task(spec: JobSpec) -> int:
+    """One task's GPUs when --gpus-per-task is the job's only GPU request (0 otherwise)."""
+    if spec.gpus or spec.gpus_per_node or any(g.name == "gpu" for g in spec.gres):
+        return 0
+    return sum(item.count for item in spec.gpus_per_task)
 
 
 def _excluded(text: str | None) -> frozenset[str]:
@@ -210,9 +224,14 @@ def on_partitions(req: NodeRequest, partitions: tuple[str, ...]) -> NodeRequest:
     return one
 
 
-def task_capacity(req: NodeRequest, cpus: int, memory_mb: int, def_mem_per_cpu: int) -> int:
-    """How many of a spread request's tasks fit in `cpus` and `memory_mb` of one node."""
+def task_capacity(
+    req: NodeRequest, cpus: int, memory_mb: int, def_mem_per_cpu: int, gpus: int = 0
+) -> int:
+    """How many of a spread request's tasks fit in `cpus`, `memory_mb` (and, with GPUs per
+    task, `gpus`) of one node."""
     by_cpus = cpus // req.cpus_per_task
+    if req.gpus_per_task:
+        by_cpus = min(by_cpus, gpus // req.gpus_per_task)
     if req.memory_mb is None or req.memory_mb > 0:  # per node: it does not grow with tasks
         return by_cpus if req.memory_for(req.cpus, def_mem_per_cpu, memory_mb) <= memory_mb else 0
     per_task = req.memory_for(req.cpus_per_task, def_mem_per_cpu, memory_mb)

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from gateway.model.job import Job, RankPlacement
 from gateway.model.state import JobState, Reason
+from gateway.model.values import GresItem
 from gateway.scheduler.builtin import DEFAULT_PLUGINS, FACTORIES
 from gateway.scheduler.cycle import run_cycle
 from gateway.scheduler.plugins import Registry
@@ -276,3 +277,19 @@ def test_a_node_with_fewer_tasks_of_the_gang_takes_fewer_cpus():
     """-N 2 -n 3: SLURM_JOB_CPUS_PER_NODE=2,1 on the real test cluster."""
     result = run_cycle(snap([make_job(1).nodes(2).tasks(3).build()], nodes=2, cpus=2), REG)
     assert [(p.tasks, p.cpus) for p in result.starts[0].placement] == [(2, 2), (1, 1)]
+
+
+def test_tasks_with_gpus_each_spread_as_far_as_each_nodes_gpus_go() -> None:
+    """`-n4 --gpus-per-task=1` on nodes of 4 CPUs and 2 GPUs: two tasks a node, two GPUs
+    each (the test cluster: node03 and node04 two each); before, every node was asked for
+    the four tasks' GPUs and the job never ran."""
+    job = make_job(1).tasks(4).build()
+    job = replace(job, spec=replace(job.spec, gpus_per_task=(GresItem("gpu", None, 1),)))
+    result = run_cycle(snap([job], nodes=3, cpus=4, gpus=2), REG)
+    placement = result.starts[0].placement
+    assert [(p.node, p.tasks, p.cpus, len(p.gpus)) for p in placement] == [
+        ("n01", 2, 2, 2),
+        ("n02", 2, 2, 2),
+    ]
+    more = replace(job, job_id=2, spec=replace(job.spec, ntasks=7))  # six GPUs in all
+    assert run_cycle(snap([more], nodes=3, cpus=4, gpus=2), REG).starts == []

@@ -1,0 +1,61 @@
+"""`-n N --gpus-per-task=G` without a node count: the tasks spread over as many nodes as
+their CPUs and GPUs need, on Caldera's local site (described by the test cluster's
+slurm.conf: 2-CPU nodes, node03 `gpu:2`, node04 `gpu:a100:4`) and on the real Slurm 22.05
+cluster, one job at a time on an idle partition.
+
+What the cluster does: `-n4 --gpus-per-task=1` runs two tasks on each of node03 and node04
+(`gres/gpu=4`); Caldera asked every node for the GPUs of all four tasks and refused the
+job. Compared as in test_nodelist_vs_slurm.py: sbatch's answer, SLURM_JOB_NODELIST,
+SLURM_NNODES, SLURM_TASKS_PER_NODE, and scontrol's NodeList, NumNodes, NumCPUs, NumTasks
+and TRES once it completed.
+
+Still different (not compared): `-n3 --gpus-per-task=1` is laid out 1,2 there (2,1 here:
+node03 first, filled as far as it goes), and `-n2 --gpus-per-task=2` takes node04 alone
+there (node03 and node04 here): slurmctld's GPU-aware layout prefers the node with more
+GPUs, which Caldera's does not model.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.gateway_env import running_gateway
+from tests.support.placed_jobs import Run, placed
+from tests.support.real_slurm import run_real
+from tests.support.slurm_stack import SlurmStack
+
+pytestmark = pytest.mark.slurm
+
+_REQUESTS = (
+    ("-n4", "--gpus-per-task=1"),  # node[03-04], two each (refused before)
+    ("-n6", "--gpus-per-task=1"),  # 2 + 2 CPUs with GPUs: never, refused
+    ("-n3", "--gpus-per-task=2"),  # node03 one task, node04 two
+    ("-n2", "--gpus-per-task=a100:1"),  # node04 only
+)
+
+
+def _all(run: Run, where: Path) -> dict[tuple[str, ...], list[str]]:
+    return {args: placed(run, where, args) for args in _REQUESTS}
+
+
+def test_tasks_with_gpus_each_spread_over_nodes_as_on_slurm(cluster: SlurmStack) -> None:
+    where = Path(tempfile.mkdtemp(prefix="gpu-spread-", dir="/tmp"))
+    where.chmod(0o777)
+    try:
+        theirs = _all(run_real, where)
+        assert theirs[_REQUESTS[0]] == [  # what the cluster did, so agreeing means something
+            "node[03-04] 2 2(x2)",
+            "COMPLETED|node[03-04]|2|4|4|cpu=4,mem=400M,node=2,billing=4,gres/gpu=4,"
+            "gres/gpu:a100=2",
+        ]
+        config = f'[local]\nslurm_conf = "{cluster.slurm_conf}"\n'
+        with running_gateway(config) as gw:
+            ours = _all(lambda argv: gw.run(argv), where)
+        for args in _REQUESTS:
+            assert ours[args] == theirs[args], (args, ours[args], theirs[args])
+    finally:
+        shutil.rmtree(where, ignore_errors=True)

@@ -232,8 +232,13 @@ def show_job(
             + (f"Governor={_cpu_freq(gov)}" if gov is not None else "")
         )
     tail.append("Power=")
+    flags = ""  # one line of flags, printed without a separator (job_info.c, line 38)
     if spec.kill_on_invalid_dep is not None:
-        tail.append(f"KillOInInvalidDependent={'Yes' if spec.kill_on_invalid_dep else 'No'}")
+        flags += f"KillOInInvalidDependent={'Yes' if spec.kill_on_invalid_dep else 'No'}"
+    if spec.spread_job:
+        flags += "SpreadJob=Yes"
+    if flags:
+        tail.append(flags)
     if ex.cpus_per_tres or spec.cpus_per_gpu is not None:
         tail.append(f"CpusPerTres={ex.cpus_per_tres or f'gres:gpu:{spec.cpus_per_gpu}'}")
     if v.mem_per_tres:

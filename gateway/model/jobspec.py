@@ -160,6 +160,12 @@ class JobSpec:
         )
 
     @property
+    def spread_job(self) -> bool:
+        """`--spread-job` (kept verbatim in `extra`): the tasks over as many nodes as may
+        take them, one each at least (`-n3` on idle 2-CPU nodes: three nodes, not two)."""
+        return any(name == "spread-job" for name, _ in self.extra)
+
+    @property
     def wide_range(self) -> bool:
         """`-N MIN-MAX`: slurmctld gives such a job as many nodes as it can, up to MAX and
         one task each at least (`-N1-4 -n3` on idle nodes: three), and at least MIN."""

@@ -116,14 +116,15 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
     if spec.cpus_per_gpu and gpus:
         cpus = max(cpus, spec.cpus_per_gpu * gpus)
     spread = spec.spreads_tasks
-    wide = spread and spec.wide_range
+    spread_job = spread and spec.spread_job and not spec.wide_range  # --spread-job: 1-n
+    wide = spread and (spec.wide_range or spread_job)
     per_node_range = _per_node_range(spec)
     if per_node_range:  # -N MIN-MAX without -n: tasks per node fixed, the count found
         spread = wide = True
         tasks, per_node = max_nodes * per_node_range, (per_node_range,) * max_nodes
     gpt = _spread_gpus_per_task(spec) if spread else 0
     if spread:
-        cpus, max_nodes = cpt, min(max_nodes, tasks) if wide else tasks
+        cpus, max_nodes = cpt, min(max_nodes, tasks) if wide and not spread_job else tasks
         gpus = gpt or gpus
     memory: int | None
     mem_per_cpu = spec.mem_per_cpu_mb

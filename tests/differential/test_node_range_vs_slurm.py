@@ -8,7 +8,7 @@ in blocks (`-N1-4 -n3`: three nodes, one task each; `-N1-2 -n3`: 2,1); without a
 count each node gets --ntasks-per-node tasks (one by default: `-N2-4` takes all four).
 Caldera took MIN nodes and refused `-N1-2 -n3` ("Requested node configuration is not
 available"). While held, scontrol's NumNodes estimates MIN-MAX as slurmctld does
-(`-N1-2 -n3`: 2-2).
+(`-N1-2 -n3`: 2-2). `--spread-job` places `-n N` as `-N1-N` would (Caldera ignored it).
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ _REQUESTS = (
     ("-N1-2", "-n5"),  # two 2-CPU nodes at most: refused
     ("-N2-4",),  # no task count: every node it may have, a task each
     ("-N2-4", "--ntasks-per-node=2"),
+    ("-n3", "--spread-job"),  # three nodes, a task each (Caldera ignored it: two)
+    ("-n6", "--spread-job"),  # four nodes, 2,2,1,1
 )
 _HELD = (("-N1-2", "-n3"), ("-N1-4", "-n2"), ("-N2-4", "-n3"), ("-N1-2", "-n3", "--gres=gpu:1"))
 

@@ -177,12 +177,13 @@ SRUN_ENV_OPTIONS = (
     ("SLURM_WAIT", "wait"),
     ("SLURM_EXACT", "exact"),
     ("SLURM_OVERLAP", "overlap"),
+    ("SLURM_OVERCOMMIT", "overcommit"),
     ("SLURM_GPUS", "gpus"),
     ("SLURM_GPUS_PER_NODE", "gpus-per-node"),
     ("SLURM_GPUS_PER_TASK", "gpus-per-task"),
     ("SLURM_GRES", "gres"),
 )
-_SRUN_ENV_FLAGS = frozenset({"label", "unbuffered", "exact", "overlap"})
+_SRUN_ENV_FLAGS = frozenset({"label", "unbuffered", "exact", "overlap", "overcommit"})
 
 
 def srun_env_options(env: Mapping[str, str]) -> dict[str, str | None]:

@@ -243,6 +243,8 @@ def _sbatch_layer(spec: JobSpec) -> dict[str, str]:
         env["SLURM_CPUS_PER_TASK"] = str(cpt)
     if spec.distribution:
         env["SLURM_DISTRIBUTION"] = spec.distribution
+    if spec.overcommit:  # (env_array_for_batch_job; srun reads it as -O)
+        env["SLURM_OVERCOMMIT"] = "1"
     if spec.ntasks is not None:
         env["SLURM_NPROCS"] = env["SLURM_NTASKS"] = str(spec.ntasks)
     for name, value in (

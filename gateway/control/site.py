@@ -199,9 +199,8 @@ def _part_refusal(spec: JobSpec, cluster: ClusterState, part: Partition) -> Slur
     """What slurmctld's `_part_access_check` answers, in its order: more CPUs than the
     partition has, more nodes than it has or than its MaxNodes (the job's maximum: `-N 2`
     is 2-2), a time limit beyond its MaxTime."""
-    cpus = (spec.ntasks or 0) * (spec.cpus_per_task or 1)
     members = [n for n in cluster.nodes if n.name in set(part.nodes)]
-    if cpus > sum(n.cpus for n in members):
+    if spec.min_cpus > sum(n.cpus for n in members):
         return SlurmErrno.TOO_MANY_REQUESTED_CPUS
     if spec.nodes_min is not None and spec.nodes_min > len(part.nodes):
         return SlurmErrno.INVALID_NODE_COUNT

@@ -149,8 +149,8 @@ class JobSpec:
         `_opt_verify`), so `-w node01 -n3` spreads too: node[01-02] on 2-CPU nodes. A node
         range spreads too (`wide_range`); both may ask GPUs per node (`-w node03 -n3
         --gres=gpu:1`: node[03-04], one GPU each)."""
-        if (self.ntasks or 0) <= 1 or self.ntasks_per_node is not None:
-            return False
+        if (self.ntasks or 0) <= 1 or self.ntasks_per_node is not None or self.overcommit:
+            return False  # (-O: one CPU per task's worth, the tasks where the nodes are)
         if (self.mincpus or 0) > (self.cpus_per_task or 1):  # sbatch -c sets it too
             return False
         if self.wide_range or (bool(self.nodelist) and self.nodes_max is None):
@@ -158,6 +158,15 @@ class JobSpec:
         return self.nodes_min is None and not (
             any(g.name == "gpu" for g in self.gres) or self.gpus or self.gpus_per_node
         )
+
+    @property
+    def min_cpus(self) -> int:
+        """The CPUs slurmctld checks against a partition's (sbatch's min_cpus): every task's,
+        or with -O one task's on each node (`-n9 -O` runs on one 2-CPU node)."""
+        cpt = self.cpus_per_task or 1
+        if self.overcommit:
+            return max(self.nodes_min or 1, 1) * cpt
+        return (self.ntasks or 0) * cpt
 
     @property
     def spread_job(self) -> bool:

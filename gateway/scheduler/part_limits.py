@@ -49,9 +49,7 @@ def partition_limit(spec: JobSpec, cluster: ClusterState, part: Partition) -> Re
         size = min(size, part.max_nodes)
     if spec.nodes_min is not None and spec.nodes_min > size:
         return Reason.PARTITION_NODE_LIMIT
-    tasks = spec.ntasks if spec.ntasks is not None else 0
-    cpus = tasks * (spec.cpus_per_task or 1)
-    if cpus > _partition_cpus(cluster, part):
+    if spec.min_cpus > _partition_cpus(cluster, part):
         return Reason.PARTITION_CONFIG
     return None
 

@@ -109,7 +109,9 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
     nodes = min(nodes, tasks) if spec.nodes_min is None else nodes
     per_node = _split(tasks, nodes)
     cpt = spec.cpus_per_task or 1
-    cpus = max(per_node) * cpt
+    # -O: each node gives one task's CPUs, whatever its tasks (the test cluster: `-n5 -O`
+    # on one 2-CPU node, cpu=1; `-N2 -n6 -O` 3 tasks on each of two nodes, cpu=2)
+    cpus = cpt if spec.overcommit else max(per_node) * cpt
     if spec.mincpus:
         cpus = max(cpus, spec.mincpus)
     gpus, gpu_type = _gpus_per_node(spec, nodes, max(per_node))

@@ -364,3 +364,16 @@ def test_srun_tasks_get_their_ranks_and_the_step_layout() -> None:
     assert env["SLURM_LABELIO"] == "1"
     assert env["SLURM_MPI_TYPE"] == "pmix"
     assert env["SLURM_JOB_ID"] == "7"
+
+
+def test_overcommit_is_said_to_the_job_and_read_back_by_its_srun() -> None:
+    """sbatch -O: SLURM_OVERCOMMIT=1 in the batch environment (env_array_for_batch_job),
+    which srun reads as its own -O (its env_vars table), as on the test cluster."""
+    from containers.srun_options import srun_env_options
+
+    launch = _simple_launch(ntasks=5, overcommit=True)
+    env = batch_environment(launch, {}, node_name="n1")
+    assert env["SLURM_OVERCOMMIT"] == "1"
+    assert "overcommit" in srun_env_options(env)
+    plain = batch_environment(_simple_launch(ntasks=5), {}, node_name="n1")
+    assert "SLURM_OVERCOMMIT" not in plain

@@ -1,11 +1,15 @@
-"""`-n N --gpus-per-task=G` without a node count: the tasks spread over as many nodes as
-their CPUs and GPUs need, on Caldera's local site (described by the test cluster's
+"""Task layouts beyond CPUs per task: `-n N --gpus-per-task=G` without a node count (the
+tasks spread over as many nodes as their CPUs and GPUs need) and `-O`/`--overcommit`, on
+Caldera's local site (described by the test cluster's
 slurm.conf: 2-CPU nodes, node03 `gpu:2`, node04 `gpu:a100:4`) and on the real Slurm 22.05
 cluster, one job at a time on an idle partition.
 
 What the cluster does: `-n4 --gpus-per-task=1` runs two tasks on each of node03 and node04
 (`gres/gpu=4`); Caldera asked every node for the GPUs of all four tasks and refused the
-job. Compared as in test_nodelist_vs_slurm.py: sbatch's answer, SLURM_JOB_NODELIST,
+job. With -O each node gives one task's CPUs whatever its tasks: `-n5 -O` runs on one
+2-CPU node (cpu=1), `-N2 -n6 -O` three tasks on each of two (cpu=2), `-n9 -O` on one node
+although the partition has eight CPUs; Caldera spread or refused them. Compared as in
+test_nodelist_vs_slurm.py: sbatch's answer, SLURM_JOB_NODELIST,
 SLURM_NNODES, SLURM_TASKS_PER_NODE, and scontrol's NodeList, NumNodes, NumCPUs, NumTasks
 and TRES once it completed.
 
@@ -35,6 +39,10 @@ _REQUESTS = (
     ("-n6", "--gpus-per-task=1"),  # 2 + 2 CPUs with GPUs: never, refused
     ("-n3", "--gpus-per-task=2"),  # node03 one task, node04 two
     ("-n2", "--gpus-per-task=a100:1"),  # node04 only
+    ("-n5", "-O"),
+    ("-n2", "-c2", "-O"),
+    ("-N2", "-n6", "-O"),
+    ("-n9", "-O"),
 )
 
 
@@ -42,8 +50,10 @@ def _all(run: Run, where: Path) -> dict[tuple[str, ...], list[str]]:
     return {args: placed(run, where, args) for args in _REQUESTS}
 
 
-def test_tasks_with_gpus_each_spread_over_nodes_as_on_slurm(cluster: SlurmStack) -> None:
-    where = Path(tempfile.mkdtemp(prefix="gpu-spread-", dir="/tmp"))
+def test_tasks_with_gpus_each_or_overcommitted_are_laid_out_as_on_slurm(
+    cluster: SlurmStack,
+) -> None:
+    where = Path(tempfile.mkdtemp(prefix="task-layout-", dir="/tmp"))
     where.chmod(0o777)
     try:
         theirs = _all(run_real, where)

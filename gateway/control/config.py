@@ -82,6 +82,7 @@ class LocalNodeConfig:
     weight: int = 1
     state: str = "UNKNOWN"  # slurm.conf State=: DOWN and DRAIN nodes run nothing
     reason: str | None = None
+    tmp_disk_mb: int = 0  # TmpDisk=: --tmp asks a node for at least this
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,6 +95,7 @@ def local_cluster(config: GatewayConfig) -> ClusterState:
             cores_per_socket=n.cores_per_socket or 1,
             threads_per_core=n.threads_per_core,
             weight=n.weight,
+            tmp_disk_mb=n.tmp_disk_mb,
         )
         for n in config.nodes
     )
@@ -250,7 +251,7 @@ def gres_types_of(clusters: Iterable[ClusterState]) -> tuple[str, ...]:
 
 _NODE_KEYS = frozenset(
     {"name", "cpus", "memory_mb", "gpus", "gres", "features", "sockets", "cores_per_socket"}
-    | {"threads_per_core", "weight", "state", "reason"}
+    | {"threads_per_core", "weight", "state", "reason", "tmp_disk_mb"}
 )
 _PART_KEYS = frozenset(
     {"name", "nodes", "default", "max_time", "default_time", "max_nodes", "def_mem_per_cpu_mb"}
@@ -341,6 +342,7 @@ def _node_configs(i: int, item: Mapping[str, Any]) -> list[LocalNodeConfig]:
         threads_per_core=threads,
         gres=gres,
         weight=_num(where, "weight", get("weight", 1)),
+        tmp_disk_mb=_num(where, "tmp_disk_mb", get("tmp_disk_mb", 0)),
         state=state,
         reason=None if get("reason") is None else str(get("reason")),
     )
@@ -452,6 +454,7 @@ def from_slurm_conf(
             weight=n.weight,
             state=n.state,
             reason=n.reason,
+            tmp_disk_mb=n.tmp_disk_mb,
         )
         for n in conf.nodes
     )

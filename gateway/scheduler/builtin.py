@@ -205,6 +205,7 @@ class ResourceFit:
             req.gpus,
             req.gpu_type,
             req.gpu_memory_mb,
+            req.tmp_mb,
         )
 
     def fits(self, req: NodeRequest, free: NodeFree, snap: Snapshot) -> bool:
@@ -225,6 +226,8 @@ class ResourceFit:
         if node.name in req.exclude:
             return False
         if req.constraint and not constraint_satisfied(req.constraint, node.features):
+            return False
+        if node.tmp_disk_mb < req.tmp_mb:
             return False
         memory = req.memory_for(req.cpus, snap.def_mem_per_cpu_mb, node.memory_mb)
         if memory > free.memory_mb:

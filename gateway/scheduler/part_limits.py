@@ -82,6 +82,8 @@ def _fitting(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb: int)
     for n in members:
         if n.cpus < req.cpus or n.gpu_count(req.gpu_type) < req.gpus:
             continue
+        if n.tmp_disk_mb < req.tmp_mb:
+            continue
         if req.memory_mb is not None and (
             req.memory_for(req.cpus, def_mem_per_cpu_mb, n.memory_mb) > n.memory_mb
         ):
@@ -110,7 +112,7 @@ def never_fits(spec: JobSpec, clusters: Sequence[ClusterState], partition: str, 
 
 def config_detail(spec: JobSpec, members: Sequence[Node]) -> str | None:
     """The line slurmctld adds to "Requested node configuration is not available" when no
-    node has the CPUs (or, next, the memory) a job asks of each node."""
+    node has the CPUs (or, next, the memory, then the TmpDisk) a job asks of each node."""
     cpt = spec.cpus_per_task or 1
     per_node = max(cpt * (spec.ntasks_per_node or 1), spec.mincpus or 0)
     if not any(n.cpus >= per_node for n in members):
@@ -118,4 +120,6 @@ def config_detail(spec: JobSpec, members: Sequence[Node]) -> str | None:
     mem = spec.mem_per_node_mb
     if mem and not any(n.memory_mb >= mem for n in members):
         return "Memory specification can not be satisfied"
+    if spec.tmp_mb and not any(n.tmp_disk_mb >= spec.tmp_mb for n in members):
+        return "Temporary disk specification can not be satisfied"
     return None

@@ -56,6 +56,7 @@ class NodeRequest:
     # a node takes as many tasks as its GPUs hold (`-n4 --gpus-per-task=1` on 2- and
     # 4-GPU nodes of 2 CPUs: two on each, as on the test cluster)
     gpus_per_task: int = 0
+    tmp_mb: int = 0  # --tmp: each node's TmpDisk at least (not consumed, as in Slurm)
 
     def memory_for(self, cpus: int, def_mem_per_cpu: int, node_mem: int) -> int:
         """Memory (MiB) this job takes on one node with `cpus` cpus there."""
@@ -160,6 +161,7 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
         wide=wide,
         fixed_per_node=per_node_range,
         gpus_per_task=gpt,
+        tmp_mb=spec.tmp_mb or 0,
     )
 
 

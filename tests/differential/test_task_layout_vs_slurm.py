@@ -8,7 +8,9 @@ What the cluster does: `-n4 --gpus-per-task=1` runs two tasks on each of node03 
 (`gres/gpu=4`); Caldera asked every node for the GPUs of all four tasks and refused the
 job. With -O each node gives one task's CPUs whatever its tasks: `-n5 -O` runs on one
 2-CPU node (cpu=1), `-N2 -n6 -O` three tasks on each of two (cpu=2), `-n9 -O` on one node
-although the partition has eight CPUs; Caldera spread or refused them. Compared as in
+although the partition has eight CPUs; Caldera spread or refused them. `--tmp=100` is
+refused (`Temporary disk specification can not be satisfied`: the nodes' TmpDisk is 0);
+Caldera ran it. Compared as in
 test_nodelist_vs_slurm.py: sbatch's answer, SLURM_JOB_NODELIST,
 SLURM_NNODES, SLURM_TASKS_PER_NODE, and scontrol's NodeList, NumNodes, NumCPUs, NumTasks
 and TRES once it completed.
@@ -43,6 +45,8 @@ _REQUESTS = (
     ("-n2", "-c2", "-O"),
     ("-N2", "-n6", "-O"),
     ("-n9", "-O"),
+    ("--tmp=100",),  # TmpDisk=0 everywhere: refused, saying why
+    ("--tmp=0",),
 )
 
 

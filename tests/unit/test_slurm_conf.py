@@ -282,3 +282,13 @@ def test_a_local_cluster_table_takes_the_site_tables_and_a_top_level_slurm_conf(
     assert cfg.licenses == (("cfs", 5),)
     toml = '[[cluster]]\nname = "here"\nkind = "local"\nlicenses = "cfs:2"\n'
     assert load_config(_home(tmp_path, toml)).licenses == (("cfs", 2),)
+
+
+def test_tmp_disk_reaches_the_sites_nodes_from_either_description(tmp_path: Path) -> None:
+    (tmp_path / "slurm.conf").write_text(
+        "NodeName=n1 CPUs=2 TmpDisk=500\nPartitionName=p Nodes=n1\n"
+    )
+    site = local_cluster(load_config(_home(tmp_path, '[local]\nslurm_conf = "slurm.conf"\n')))
+    assert site.nodes[0].tmp_disk_mb == 500
+    toml = '[[nodes]]\nname = "a"\ncpus = 1\nmemory_mb = 1\ntmp_disk_mb = 70\n'
+    assert local_cluster(load_config(_home(tmp_path, toml))).nodes[0].tmp_disk_mb == 70

@@ -108,3 +108,31 @@ def test_a_drained_or_inactive_partition_takes_no_job_unless_another_named_does(
             check_request(spec, ("small",), drained, 0, fit=False)
         assert err.value.errno is SlurmErrno.PARTITION_NOT_AVAIL
         check_request(spec, ("small", "wide"), drained, 0, fit=False)
+
+
+def test_excluded_nodes_are_names_of_the_site_and_leave_room_for_the_request() -> None:
+    """-x as slurmctld checks it at submission (the test cluster, four 2-CPU nodes)."""
+    spec = replace(SPEC, exclude="n01")
+    assert _errno(spec, ("wide",), "NO") is None
+    assert _errno(replace(spec, nodes_min=4), ("wide",), "NO") is (
+        SlurmErrno.REQUESTED_NODE_CONFIG_UNAVAILABLE
+    )
+    assert _errno(replace(spec, ntasks=7), ("wide",), "NO") is (
+        SlurmErrno.REQUESTED_NODE_CONFIG_UNAVAILABLE
+    )
+    assert _errno(replace(spec, nodelist="n01"), ("wide",), "NO") is SlurmErrno.INVALID_NODE_NAME
+    assert _errno(replace(SPEC, exclude="nosuch"), ("wide",), "NO") is SlurmErrno.INVALID_NODE_NAME
+
+
+def test_tmp_asks_each_node_for_its_tmp_disk_and_says_why_it_cannot() -> None:
+    site = _site("NO")
+    disk = {
+        "local": replace(
+            site["local"], nodes=tuple(replace(n, tmp_disk_mb=500) for n in site["local"].nodes)
+        )
+    }
+    check_request(replace(SPEC, tmp_mb=500), ("wide",), disk, 0)
+    with pytest.raises(SubmitError) as refused:
+        check_request(replace(SPEC, tmp_mb=501), ("wide",), disk, 0)
+    assert refused.value.errno is SlurmErrno.REQUESTED_NODE_CONFIG_UNAVAILABLE
+    assert "Temporary disk specification can not be satisfied" in str(refused.value)

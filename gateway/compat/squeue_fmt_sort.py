@@ -27,12 +27,15 @@ class SortError(ValueError):
 Key = Callable[["SqueueRow"], Any]
 
 
-def _start(row: SqueueRow) -> float:
+def _start(row: SqueueRow) -> int:
+    """The start time in whole seconds, as slurmctld's time_t: tasks an array started in
+    one pass tie, and keep slurmctld's list order (task 1 first, as on the test cluster),
+    not the order of their microseconds."""
     job = row.job
     start = job.expected_start or 0
     if job.state is JobState.PENDING and start < row.now:
-        return row.now
-    return start
+        return int(row.now)
+    return int(start)
 
 
 def _id_key(row: SqueueRow) -> tuple[int, int]:

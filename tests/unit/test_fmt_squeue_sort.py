@@ -104,3 +104,17 @@ def test_rows_without_a_start_time_come_last_and_reversed() -> None:
     got = [r.job.job_id for r in sort_rows(rows, "", NOW)]  # the start-time pass alone
     assert 0 < len(unknown) < len(rows)
     assert got[-len(unknown) :] == unknown[::-1]
+
+
+def test_jobs_started_in_the_same_second_keep_the_list_order() -> None:
+    """slurmctld's start times are whole seconds: three array tasks started in one pass
+    tie and stay in list order (task 1 first, as the test cluster lists them), whatever
+    the microseconds of Caldera's start times; a later second still comes first."""
+    site = SqueueOptions().site
+    starts = {1: NOW, 2: NOW + 0.3, 3: NOW + 0.6, 4: NOW + 1.0}  # started in that order
+    jobs = [
+        replace(make_job(i).state(JobState.RUNNING, start_time=t).build(), priority=5)
+        for i, t in starts.items()
+    ]
+    rows = [SqueueRow(job_values(j, None, site), NOW, j.partition, None, None) for j in jobs]
+    assert [r.job.job_id for r in sort_rows(rows, "P,t,-p", NOW)] == [4, 1, 2, 3]

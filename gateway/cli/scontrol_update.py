@@ -15,6 +15,7 @@ from gateway.cli.common import GatewayError, call, fetch_jobs
 from gateway.compat.begin import TimeSpecError, parse_time
 from gateway.compat.cnum import parse_uint32, strtol
 from gateway.compat.duration import time_str_to_mins
+from gateway.compat.quantity import parse_mail_type
 from gateway.model.values import NO_VAL
 
 __all__ = ["SUSPEND_STYLE", "Fail", "report", "update"]
@@ -35,6 +36,13 @@ _UPDATE_KEYS = {
     "excnodelist",
     "requeue",
     "features",
+    "workdir",
+    "stdout",
+    "minmemorynode",
+    "minmemorycpu",
+    "licenses",
+    "mailtype",
+    "mailuser",
 }
 SUSPEND_STYLE = {"hold", "uhold", "release"}  # Slurm adds a `slurm_suspend error:` line
 
@@ -124,6 +132,11 @@ def update(args: list[str]) -> int:
         elif k in _UPDATE_KEYS:
             if k == "timelimit":
                 value = _time_limit(value, job)
+            if k in ("minmemorynode", "minmemorycpu") and parse_uint32(value) is None:
+                name = "MinMemoryNode" if k == "minmemorynode" else "MinMemoryCPU"
+                raise Fail(f"{_PROG}: error: Invalid {name} value: {value}")
+            if k == "mailtype" and parse_mail_type(value) is None:
+                raise Fail(f"Invalid MailType: {value}")
             if k == "priority" and parse_uint32(value) is None:
                 raise Fail(f"{_PROG}: error: Invalid Priority value: {value}")
             fields[key] = value

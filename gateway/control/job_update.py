@@ -10,11 +10,14 @@ from gateway.compat.cnum import parse_uint32, strtol
 from gateway.compat.dependency import DependencyError, parse_dependency
 from gateway.compat.duration import time_str_to_mins
 from gateway.compat.hostlist import HostlistError, expand
+from gateway.compat.quantity import parse_mail_type
 from gateway.compat.slurm_errors import SlurmErrno
+from gateway.model.cluster import ClusterState
 from gateway.model.job import Hold, Job
 from gateway.model.state import JobState, Reason
 from gateway.model.values import INFINITE, NO_VAL
 from gateway.policy.priority import reniced
+from gateway.scheduler.licenses import valid_request
 from gateway.scheduler.request import constraint_satisfied
 
 __all__ = ["UpdateSite", "not_persistent", "update_field"]
@@ -28,6 +31,7 @@ class UpdateSite:
     max_time: int = INFINITE
     nodes: frozenset[str] = frozenset()
     features: tuple[tuple[str, ...], ...] = ()
+    clusters: tuple[ClusterState, ...] = ()  # whose licences a Licenses= may name
 
 
 def _throttle(job: Job, value: str) -> Job | SlurmErrno:
@@ -76,6 +80,27 @@ def _nodes(job: Job, k: str, value: str, site: UpdateSite) -> Job | SlurmErrno:
     return replace(job, spec=replace(job.spec, exclude=value or None))
 
 
+_PENDING_FIELDS = frozenset({"workdir", "stdout", "minmemorynode", "minmemorycpu"})
+
+
+def _pending_field(job: Job, k: str, value: str) -> Job | SlurmErrno:
+    """WorkDir=, StdOut= (taken as given, a relative path too, as the test cluster
+    takes it), MinMemoryNode=/MinMemoryCPU= (MB, a plain number) of a pending job."""
+    if job.state is not JobState.PENDING:
+        return SlurmErrno.JOB_NOT_PENDING
+    spec = job.spec
+    if k == "workdir":
+        return replace(job, spec=replace(spec, workdir=value))
+    if k == "stdout":
+        return replace(job, spec=replace(spec, stdout=value))
+    megabytes = parse_uint32(value)
+    if megabytes is None:
+        return SlurmErrno.NOT_SUPPORTED  # scontrol refuses it first: "Invalid ... value"
+    if k == "minmemorynode":
+        return replace(job, spec=replace(spec, mem_per_node_mb=megabytes, mem_per_cpu_mb=None))
+    return replace(job, spec=replace(spec, mem_per_cpu_mb=megabytes, mem_per_node_mb=None))
+
+
 def update_field(
     job: Job, key: str, value: str, operator: bool, site: UpdateSite | None = None
 ) -> Job | SlurmErrno:
@@ -86,6 +111,22 @@ def update_field(
         return _time_limit(job, value, operator, site.max_time)
     if k in ("reqnodelist", "excnodelist"):
         return _nodes(job, k, value, site)
+    if k in _PENDING_FIELDS:
+        return _pending_field(job, k, value)
+    if k == "licenses":  # a user's running job keeps its licences (the test cluster)
+        if job.state is not JobState.PENDING and not operator:
+            return SlurmErrno.ACCESS_DENIED
+        if value and not valid_request(value, site.clusters):
+            return SlurmErrno.INVALID_LICENSES
+        return replace(job, spec=replace(spec, licenses=value or None))
+    if k in ("mailtype", "mailuser"):  # (running jobs too, as on the test cluster)
+        user = spec.mail_user or job.user
+        if k == "mailuser":
+            return replace(job, spec=replace(spec, mail_user=value or None))
+        types = parse_mail_type(value)
+        if types is None:
+            return SlurmErrno.NOT_SUPPORTED  # scontrol refuses it first: "Invalid MailType"
+        return replace(job, spec=replace(spec, mail_type=types, mail_user=user))
     if k == "requeue":  # update_job: 0 or 1, any other number left alone
         number, end = strtol(value)
         if end != len(value) or number not in (0, 1):

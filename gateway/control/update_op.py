@@ -42,7 +42,12 @@ def _site(gw: Gateway, job: Job) -> UpdateSite:
             if part.name == first:
                 max_time = part.max_time or INFINITE
     nodes = [n for c in gw.clusters.values() for n in c.nodes]
-    return UpdateSite(max_time, frozenset(n.name for n in nodes), tuple(n.features for n in nodes))
+    return UpdateSite(
+        max_time,
+        frozenset(n.name for n in nodes),
+        tuple(n.features for n in nodes),
+        tuple(gw.clusters.values()),
+    )
 
 
 async def _forward_time_limit(gw: Gateway, job: Job) -> SlurmErrno | None:

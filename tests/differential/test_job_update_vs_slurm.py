@@ -11,7 +11,9 @@ Caldera refused every raise, called `+N` an invalid value and stored `-3` as a n
 limit (`INVALID` in squeue). ReqNodeList=, ExcNodeList=, Requeue= and Features= were "not
 supported"; the test cluster changes them on a pending job (an unknown node name or
 feature refused, a feature some node of the cluster has taken; Requeue= other than 0 or
-1 ignored).
+1 ignored), and so were WorkDir= (a relative path taken as given), StdOut=, MinMemoryNode=,
+MinMemoryCPU= (pending jobs only), Licenses= (checked; refused to a running job's user)
+and MailType=/MailUser= (running jobs too).
 """
 
 from __future__ import annotations
@@ -84,6 +86,37 @@ echo "ids $j $j"
 """
 
 
+_PENDING = r"""
+exec 2>&1
+j=$(sbatch --parsable -p real --hold -o /dev/null --wrap 'sleep 30')
+show() {
+  scontrol show job $j | grep -o -E \
+    "(WorkDir|StdOut|StdErr|MinMemoryNode|MinMemoryCPU|Licenses|MailType|MailUser|TRES)=[^ ]*" \
+    | tr '\n' ' '; echo
+}
+scontrol update JobId=$j WorkDir=relative; echo "relative workdir rc=$?"
+scontrol update JobId=$j StdOut=/tmp/job-update.out; echo "stdout rc=$?"; show
+scontrol update JobId=$j MinMemoryNode=300; echo "memory per node rc=$?"; show
+scontrol update JobId=$j MinMemoryCPU=150; echo "memory per cpu rc=$?"; show
+scontrol update JobId=$j MinMemoryNode=x; echo "bad memory rc=$?"
+scontrol update JobId=$j Licenses=matlab:2; echo "licence rc=$?"; show
+scontrol update JobId=$j Licenses=nosuch; echo "unknown licence rc=$?"
+scontrol update JobId=$j MailType=END; echo "mail type rc=$?"; show
+scontrol update JobId=$j MailType=BOGUS; echo "bad mail type rc=$?"
+scontrol update JobId=$j MailUser=someone; echo "mail user rc=$?"; show
+scontrol update JobId=$j WorkDir=$PWD MinMemoryNode=100 StdOut=/dev/null
+scontrol release $j
+until [ "$(squeue -h -j $j -o %T)" = RUNNING ]; do sleep 0.3; done
+scontrol update JobId=$j WorkDir=/tmp; echo "running workdir rc=$?"
+scontrol update JobId=$j MinMemoryNode=300; echo "running memory rc=$?"
+scontrol update JobId=$j Licenses=matlab:1; echo "running licence rc=$?"
+scontrol update JobId=$j StdOut=/tmp/x; echo "running stdout rc=$?"
+scontrol update JobId=$j MailType=BEGIN; echo "running mail type rc=$?"; show
+scancel $j
+echo "ids $j $j"
+"""
+
+
 def _named(out: str) -> str:
     """The job ids (last line) in Slurm's `for job ID` replaced by J and A."""
     lines = out.splitlines()
@@ -127,4 +160,12 @@ def test_a_pending_jobs_nodes_features_and_requeue_are_updated_as_slurm_does(
 ) -> None:
     ours, theirs = _both(cluster, _FIELDS)
     assert "required rc=0\nRequeue=1 ReqNodeList=node[01-02]" in theirs, theirs
+    assert ours == theirs, f"{ours}\n=== real Slurm:\n{theirs}"
+
+
+def test_a_pending_jobs_files_memory_licences_and_mail_are_updated_as_slurm_does(
+    cluster: SlurmStack,
+) -> None:
+    ours, theirs = _both(cluster, _PENDING)
+    assert "memory per node rc=0\nTRES=cpu=1,mem=300M" in theirs, theirs
     assert ours == theirs, f"{ours}\n=== real Slurm:\n{theirs}"

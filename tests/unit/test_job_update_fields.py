@@ -77,3 +77,29 @@ def test_features_must_exist_somewhere_and_requeue_takes_only_0_or_1() -> None:
     assert not isinstance(off, SlurmErrno)
     assert off.spec.requeue is False
     assert update_field(job, "Requeue", "2", False, _SITE) is job
+
+
+def test_files_and_memory_change_only_while_pending() -> None:
+    out = update_field(_job(5), "MinMemoryNode", "300", False, _SITE)
+    assert not isinstance(out, SlurmErrno)
+    assert (out.spec.mem_per_node_mb, out.spec.mem_per_cpu_mb) == (300, None)
+    out = update_field(out, "MinMemoryCPU", "150", False, _SITE)
+    assert not isinstance(out, SlurmErrno)
+    assert (out.spec.mem_per_node_mb, out.spec.mem_per_cpu_mb) == (None, 150)
+    out = update_field(out, "WorkDir", "relative", False, _SITE)
+    assert not isinstance(out, SlurmErrno)
+    assert out.spec.workdir == "relative"
+    running = _job(5, JobState.RUNNING)
+    for key in ("WorkDir", "StdOut", "MinMemoryNode"):
+        assert update_field(running, key, "1", False, _SITE) is SlurmErrno.JOB_NOT_PENDING
+
+
+def test_mail_type_names_the_jobs_user_and_licences_are_checked() -> None:
+    out = update_field(_job(5, JobState.RUNNING), "MailType", "END", False, _SITE)
+    assert not isinstance(out, SlurmErrno)
+    assert (out.spec.mail_type, out.spec.mail_user) == (frozenset({"END"}), out.user)
+    assert update_field(_job(5), "Licenses", "nosuch", False, _SITE) is (
+        SlurmErrno.INVALID_LICENSES
+    )
+    running = _job(5, JobState.RUNNING)
+    assert update_field(running, "Licenses", "x", False, _SITE) is SlurmErrno.ACCESS_DENIED

@@ -90,7 +90,24 @@ def _show(args: list[str], oneliner: bool, cluster: str | None = None) -> int:
         return _show_licenses(rest, oneliner)
     if _is(what, "steps", 2):
         return _show_steps(rest, oneliner)
-    raise _Fail(f"invalid entity:{what} for keyword:show")
+    return _show_absent(what, rest)
+
+
+def _show_absent(what: str, rest: list[str]) -> int:
+    """What scontrol prints of what a Caldera site has none of: reservations, a switch
+    topology (topology/none), burst buffers; Slurm's words for an unknown entity."""
+    if _is(what, "reservations", 1) or _is(what, "reservationname", 1):
+        if rest:
+            write_out(f"Reservation {rest[0]} not found\n")
+            return 1
+        write_out("No reservations in the system\n")
+        return 0
+    if _is(what, "topology", 1):
+        sys.stderr.write(f"{_PROG}: error: No topology information available\n")
+        return 0
+    if _is(what, "burstbuffer", 2):
+        return 0
+    raise _Fail(f"invalid entity:{what} for keyword:show ")
 
 
 def _show_jobs(rest: list[str], oneliner: bool, cluster: str | None = None) -> int:

@@ -137,13 +137,14 @@ def rank_shares(req: GangRequest, def_mem_per_cpu_mb: int = 0) -> tuple[RankShar
     nreq = req.node_request
     gpus = nreq.gpus
     rdma = rdma_per_rank(req.spec, gpus)
-    if req.placement and (nreq.spread or len(req.placement) == nreq.nodes):
+    several = nreq.spread or nreq.multi_gpu is not None
+    if req.placement and (several or len(req.placement) == nreq.nodes):
         return tuple(  # (GPUs per task: as many as the rank's tasks were given)
             RankShare(
                 p.tasks,
                 max(p.cpus, 1),
                 max(p.memory_mb, 0),
-                len(p.gpus) if nreq.gpus_per_task else gpus,
+                len(p.gpus) if nreq.gpus_per_task or nreq.multi_gpu else gpus,
                 rdma,
             )
             for p in req.placement

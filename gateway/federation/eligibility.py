@@ -179,10 +179,32 @@ def _fits(spec: JobSpec, req: NodeRequest, state: ClusterState, def_mem: int) ->
     first: str | None = None
     for part in parts:
         reason = _partition_fit(spec, req, state, part, def_mem)
+        alt = req.multi_gpu  # the GPUs over several nodes
+        if (
+            reason is not None
+            and alt is not None
+            and not _partition_fit(spec, alt, state, part, def_mem)
+        ):
+            reason = _gpus_fit(alt, state, part)
         if reason is None:
             return None
         first = first or reason
     return first
+
+
+def _gpus_fit(req: NodeRequest, state: ClusterState, part: Partition) -> str | None:
+    """Whether the partition's nodes, at most `max_nodes` of them, have `gpus_total` GPUs."""
+    counts = sorted(
+        (
+            _gres_count(n, "gpu", req.gpu_type)
+            for n, c in _view(state, part).groups
+            for _ in range(min(c, req.max_nodes))
+        ),
+        reverse=True,
+    )
+    if sum(counts[: req.max_nodes]) >= req.gpus_total:
+        return None
+    return f"{req.gpus_total} GPUs need more than its nodes have in partition {part.name}"
 
 
 _LICENSE = re.compile(r"([^:*]+)(?:[:*](\d+))?")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 
 from gateway.model.job import RankPlacement
@@ -13,7 +14,7 @@ from gateway.scheduler.records import rank
 from gateway.scheduler.request import NodeRequest, task_capacity
 from gateway.scheduler.snapshot import NodeFree, Snapshot
 
-__all__ = ["Statement", "node_order", "place_spread", "required_first"]
+__all__ = ["Statement", "gpu_layout", "node_order", "place_spread", "required_first"]
 
 _NO_GPUS: frozenset[int] = frozenset()
 
@@ -84,20 +85,71 @@ def place_spread(
     """-n without -N: fill the candidates in their order with as many tasks as each can
     take, over as few nodes as that gives (Slurm lays out `-n 5` on 2-CPU nodes as 2,2,1);
     the required (-w) nodes first, each left at least one task (`-w node[01-02] -n2`: 1,1)."""
-    layout = _wide_layout(req, cands, snap) if req.wide else _narrow_layout(req, cands, snap)
+    if req.gpus_total:
+        layout = gpu_layout(req, cands, snap)
+    else:
+        plain = _wide_layout(req, cands, snap) if req.wide else _narrow_layout(req, cands, snap)
+        layout = _with_gpus(req, plain)
     if layout is None:
         return None
     stmt = Statement(free)
     out: list[RankPlacement] = []
-    for f, tasks in layout:
+    for f, tasks, share in layout:
         node = f.node
         cpus = node.cpus if req.exclusive else tasks * req.cpus_per_task
         memory = req.memory_for(cpus, snap.def_mem_per_cpu_mb, node.memory_mb)
-        share = tasks * req.gpus_per_task if req.gpus_per_task else req.gpus
         gpus = stmt.allocate(node.name, cpus, memory, share, req.exclusive)
         out.append(rank(node, tasks, cpus, memory, gpus))
     stmt.commit()
     return tuple(out)
+
+
+def _gpus_free(req: NodeRequest, f: NodeFree) -> int:
+    return f.node.gpu_count(req.gpu_type) if req.exclusive else len(f.gpus)
+
+
+def _with_gpus(
+    req: NodeRequest, layout: list[tuple[NodeFree, int]] | None
+) -> list[tuple[NodeFree, int, int]] | None:
+    """Each node's GPUs: per task, or the request's per node."""
+    if layout is None:
+        return None
+    return [(f, n, n * req.gpus_per_task if req.gpus_per_task else req.gpus) for f, n in layout]
+
+
+def gpu_layout(
+    req: NodeRequest, cands: Sequence[NodeFree], snap: Snapshot
+) -> list[tuple[NodeFree, int, int]] | None:
+    """--gpus=G over several nodes: candidates with a free GPU and room for a task until
+    their GPUs reach G (and their room the tasks); the GPUs given in node order, each node
+    as many as it has while every later one keeps one (the test cluster: `--gpus=6` gives
+    node03 2 and node04 4), the tasks split as a node range splits them."""
+    chosen: list[tuple[NodeFree, int]] = []
+    have = room = 0
+    for f in cands:
+        cap, gpus = _capacity(req, f, snap), _gpus_free(req, f)
+        if cap <= 0 or gpus <= 0:
+            continue
+        chosen.append((f, cap))
+        have, room = have + gpus, room + cap
+        if have >= req.gpus_total and (req.fixed_per_node or room >= req.tasks):
+            break
+        if len(chosen) == req.max_nodes:
+            break
+    if have < req.gpus_total or (not req.fixed_per_node and room < req.tasks):
+        return None
+    if not req.fixed_per_node and req.tasks < len(chosen):
+        return None  # (a node of the job without a task)
+    chosen.sort(key=lambda c: node_order(c[0].node.name))
+    layout = _blocks(replace(req, max_nodes=len(chosen)), chosen)
+    if layout is None:
+        return None
+    left, out = req.gpus_total, []
+    for i, (f, tasks) in enumerate(layout):
+        share = min(_gpus_free(req, f), left - (len(layout) - i - 1))
+        out.append((f, tasks, share))
+        left -= share
+    return out
 
 
 def _capacity(req: NodeRequest, f: NodeFree, snap: Snapshot) -> int:
@@ -149,6 +201,14 @@ def _wide_layout(
     if len(chosen) < req.nodes:
         return None
     chosen.sort(key=lambda c: node_order(c[0].node.name))
+    return _blocks(req, chosen)
+
+
+def _blocks(
+    req: NodeRequest, chosen: list[tuple[NodeFree, int]]
+) -> list[tuple[NodeFree, int]] | None:
+    """The tasks over the chosen nodes (each with its capacity) in blocks, what a node
+    cannot hold going to the next with room (`fixed_per_node`: that many each)."""
     if req.fixed_per_node:
         return [(f, req.fixed_per_node) for f, _ in chosen]
     base, extra = divmod(req.tasks, len(chosen))

@@ -105,6 +105,25 @@ def _place(
     checked: bool = False,
     tests: NodeTests | None = None,
 ) -> tuple[RankPlacement, ...] | None:
+    """The gang's placement now, or None; a job-wide `--gpus` that no one node holds goes
+    over several (`multi_gpu`; not on nodes a reservation search checked for the first)."""
+    placed = _place_one(job, req, free, reg, snap, within, checked, tests)
+    if placed is None and req.multi_gpu is not None and not checked:
+        alt = replace(req.multi_gpu, partitions=req.partitions)
+        placed = _place_one(job, alt, free, reg, snap, within, False, tests)
+    return placed
+
+
+def _place_one(
+    job: Job,
+    req: NodeRequest,
+    free: dict[str, NodeFree],
+    reg: Registry,
+    snap: Snapshot,
+    within: frozenset[str] | None = None,
+    checked: bool = False,
+    tests: NodeTests | None = None,
+) -> tuple[RankPlacement, ...] | None:
     cands = _candidates(req, free, reg, snap, within, checked, tests)
     if len(cands) < req.nodes:
         return None
@@ -197,6 +216,10 @@ def fits_now(
         within = _nodes_of((target,), snap)
         if len(_candidates(one, free, reg, snap, within, False, tests)) >= nodes:
             return True
+        if one.multi_gpu is not None:  # the GPUs over several nodes
+            alt = replace(one.multi_gpu, partitions=one.partitions)
+            if _place_one(job, alt, dict(free), reg, snap, within, False, tests) is not None:
+                return True
     return False
 
 

@@ -60,6 +60,19 @@ def fitting_nodes(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb:
 
 
 def could_hold(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb: int) -> bool:
+    """Whether `members`, idle, could hold the request: on nodes of its own shape, or a
+    job-wide `--gpus` over several (`multi_gpu`)."""
+    if _could_hold(req, members, def_mem_per_cpu_mb):
+        return True
+    alt = req.multi_gpu
+    if alt is None or not _could_hold(alt, members, def_mem_per_cpu_mb):
+        return False
+    fit = _fitting(alt, members, def_mem_per_cpu_mb)
+    counts = sorted((n.gpu_count(alt.gpu_type) for n in fit), reverse=True)
+    return sum(counts[: alt.max_nodes]) >= alt.gpus_total
+
+
+def _could_hold(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb: int) -> bool:
     """Whether `members`, idle, could hold the request: enough nodes for its share and, for
     a node range or tasks spread over nodes, its tasks on its MAX biggest nodes (`-N1-2 -n5`
     on 2-CPU nodes: never; `-n7 -x node01` on four: never)."""

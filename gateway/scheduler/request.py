@@ -57,6 +57,11 @@ class NodeRequest:
     # 4-GPU nodes of 2 CPUs: two on each, as on the test cluster)
     gpus_per_task: int = 0
     tmp_mb: int = 0  # --tmp: each node's TmpDisk at least (not consumed, as in Slurm)
+    # --gpus=G for the job: the GPUs over several nodes when no one node holds them
+    # (`multi_gpu`, tried when this request finds no node); `gpus` is then 1, the least
+    # a node of the job gives, and `gpus_total` G
+    gpus_total: int = 0
+    multi_gpu: NodeRequest | None = None
 
     def memory_for(self, cpus: int, def_mem_per_cpu: int, node_mem: int) -> int:
         """Memory (MiB) this job takes on one node with `cpus` cpus there."""
@@ -137,7 +142,7 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
         memory = spec.mem_per_gpu_mb * gpus
     else:
         memory = 0  # per cpu (request's or the site's default)
-    return NodeRequest(
+    req = NodeRequest(
         nodes=nodes,
         max_nodes=max_nodes,
         tasks=tasks,
@@ -163,6 +168,34 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
         gpus_per_task=gpt,
         tmp_mb=spec.tmp_mb or 0,
     )
+    return _with_multi_gpu(spec, req)
+
+
+def _with_multi_gpu(spec: JobSpec, req: NodeRequest) -> NodeRequest:
+    """`--gpus=G` alone, without -N or -w, and not spread: the request, and as its
+    `multi_gpu` the same job over up to G nodes of at least one GPU each, its tasks (one
+    a node without -n) split as a node range splits them (the test cluster runs `--gpus=6`
+    on node03 with 2 and node04 with 4, `--gpus=6 -n4` 2,2, where no node has 6)."""
+    total = sum(item.count for item in spec.gpus)
+    if total < 2 or req.spread or spec.nodes_min is not None or spec.nodelist:
+        return req
+    if spec.gpus_per_node or spec.gpus_per_task or any(g.name == "gpu" for g in spec.gres):
+        return req
+    per_node = 0 if spec.ntasks is not None else 1
+    most = total if spec.ntasks is None else min(total, spec.ntasks)
+    alt = replace(
+        req,
+        max_nodes=most,
+        tasks=most * per_node or req.tasks,
+        tasks_per_node=(per_node,) * most if per_node else req.tasks_per_node,
+        cpus=req.cpus_per_task,
+        gpus=1,
+        spread=True,
+        wide=True,
+        fixed_per_node=per_node,
+        gpus_total=total,
+    )
+    return replace(req, multi_gpu=alt)
 
 
 def _spread_gpus_per_task(spec: JobSpec) -> int:

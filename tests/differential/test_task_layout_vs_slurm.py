@@ -10,15 +10,17 @@ job. With -O each node gives one task's CPUs whatever its tasks: `-n5 -O` runs o
 2-CPU node (cpu=1), `-N2 -n6 -O` three tasks on each of two (cpu=2), `-n9 -O` on one node
 although the partition has eight CPUs; Caldera spread or refused them. `--tmp=100` is
 refused (`Temporary disk specification can not be satisfied`: the nodes' TmpDisk is 0);
-Caldera ran it. Compared as in
+Caldera ran it. A job-wide `--gpus=G` no node holds goes over several nodes, each given
+what it has while the next keep one (`--gpus=6`: node03 2, node04 4; `--gpus=5 -n2`: 2 and
+3); Caldera asked one node for all G and refused it. Compared as in
 test_nodelist_vs_slurm.py: sbatch's answer, SLURM_JOB_NODELIST,
 SLURM_NNODES, SLURM_TASKS_PER_NODE, and scontrol's NodeList, NumNodes, NumCPUs, NumTasks
 and TRES once it completed.
 
-Still different (not compared): `-n3 --gpus-per-task=1` is laid out 1,2 there (2,1 here:
-node03 first, filled as far as it goes), and `-n2 --gpus-per-task=2` takes node04 alone
-there (node03 and node04 here): slurmctld's GPU-aware layout prefers the node with more
-GPUs, which Caldera's does not model.
+Still different (not compared): `-n3 --gpus-per-task=1` and `--gpus=6 -n3` are laid out
+1,2 there (2,1 here: node03 first, filled as far as it goes), and `-n2 --gpus-per-task=2`
+takes node04 alone there (node03 and node04 here): slurmctld's GPU-aware layout prefers
+the node with more GPUs, which Caldera's does not model.
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ _REQUESTS = (
     ("-n9", "-O"),
     ("--tmp=100",),  # TmpDisk=0 everywhere: refused, saying why
     ("--tmp=0",),
+    ("--gpus=3",),  # node04 alone holds them
+    ("--gpus=6",),  # no node has 6: node03 2 + node04 4 (refused before)
+    ("--gpus=5", "-n2"),  # node03 2 + node04 3
+    ("--gpus=6", "-n4"),  # 2,2 tasks
+    ("--gpus=7",),  # more than the partition has: refused
 )
 
 

@@ -293,3 +293,31 @@ def test_tasks_with_gpus_each_spread_as_far_as_each_nodes_gpus_go() -> None:
     ]
     more = replace(job, job_id=2, spec=replace(job.spec, ntasks=7))  # six GPUs in all
     assert run_cycle(snap([more], nodes=3, cpus=4, gpus=2), REG).starts == []
+
+
+def _gpus(job_id: int, count: int, tasks: int | None = None) -> Job:
+    job = make_job(job_id).build()
+    spec = replace(job.spec, gpus=(GresItem("gpu", None, count),), ntasks=tasks)
+    return replace(job, spec=spec)
+
+
+def test_job_wide_gpus_no_node_holds_go_over_several_nodes() -> None:
+    """`--gpus=G` without -N: one node when one holds G (the test cluster: `--gpus=3` on
+    node04 alone); else as many nodes as their GPUs need, each given what it has while the
+    next ones keep one (`--gpus=6`: node03 2, node04 4), a task each without -n. Before,
+    a job no node could hold alone was refused."""
+    one = run_cycle(snap([_gpus(1, 2)], nodes=3, cpus=4, gpus=2), REG).starts[0].placement
+    assert [(p.node, p.tasks, len(p.gpus)) for p in one] == [("n01", 1, 2)]
+    five = run_cycle(snap([_gpus(2, 5)], nodes=3, cpus=4, gpus=2), REG).starts[0].placement
+    assert [(p.node, p.tasks, len(p.gpus)) for p in five] == [
+        ("n01", 1, 2),
+        ("n02", 1, 2),
+        ("n03", 1, 1),
+    ]
+    tasks = run_cycle(snap([_gpus(3, 4, tasks=4)], nodes=3, cpus=4, gpus=2), REG)
+    assert [(p.node, p.tasks, len(p.gpus)) for p in tasks.starts[0].placement] == [
+        ("n01", 2, 2),
+        ("n02", 2, 2),
+    ]
+    # more GPUs than the nodes have: the job waits whole
+    assert run_cycle(snap([_gpus(4, 7)], nodes=3, cpus=4, gpus=2), REG).starts == []

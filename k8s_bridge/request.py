@@ -136,15 +136,17 @@ def rank_shares(req: GangRequest, def_mem_per_cpu_mb: int = 0) -> tuple[RankShar
     job's per-node request (as Slurm derives it)."""
     nreq = req.node_request
     gpus = nreq.gpus
+    if nreq.gpus_total:  # -N N --gpus=G placed by another scheduler: G / N a rank
+        gpus = -(-nreq.gpus_total // nreq.nodes)
     rdma = rdma_per_rank(req.spec, gpus)
     several = nreq.spread or nreq.multi_gpu is not None
     if req.placement and (several or len(req.placement) == nreq.nodes):
-        return tuple(  # (GPUs per task: as many as the rank's tasks were given)
+        return tuple(  # (GPUs that vary by rank: as many as the rank was given)
             RankShare(
                 p.tasks,
                 max(p.cpus, 1),
                 max(p.memory_mb, 0),
-                len(p.gpus) if nreq.gpus_per_task or nreq.multi_gpu else gpus,
+                len(p.gpus) if nreq.gpus_vary else gpus,
                 rdma,
             )
             for p in req.placement

@@ -179,6 +179,8 @@ def _fits(spec: JobSpec, req: NodeRequest, state: ClusterState, def_mem: int) ->
     first: str | None = None
     for part in parts:
         reason = _partition_fit(spec, req, state, part, def_mem)
+        if reason is None and req.gpus_total:
+            reason = _gpus_fit(req, state, part)
         alt = req.multi_gpu  # the GPUs over several nodes
         if (
             reason is not None

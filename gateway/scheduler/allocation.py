@@ -132,11 +132,12 @@ def gpu_layout(
             continue
         chosen.append((f, cap))
         have, room = have + gpus, room + cap
-        if have >= req.gpus_total and (req.fixed_per_node or room >= req.tasks):
-            break
-        if len(chosen) == req.max_nodes:
+        enough = have >= req.gpus_total and (req.fixed_per_node or room >= req.tasks)
+        if (enough and len(chosen) >= req.nodes) or len(chosen) == req.max_nodes:
             break
     if have < req.gpus_total or (not req.fixed_per_node and room < req.tasks):
+        return None
+    if len(chosen) < req.nodes:
         return None
     if not req.fixed_per_node and req.tasks < len(chosen):
         return None  # (a node of the job without a task)

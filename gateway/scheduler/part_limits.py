@@ -62,14 +62,23 @@ def fitting_nodes(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb:
 def could_hold(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb: int) -> bool:
     """Whether `members`, idle, could hold the request: on nodes of its own shape, or a
     job-wide `--gpus` over several (`multi_gpu`)."""
-    if _could_hold(req, members, def_mem_per_cpu_mb):
+    if _could_hold(req, members, def_mem_per_cpu_mb) and _gpus_held(
+        req, members, def_mem_per_cpu_mb
+    ):
         return True
     alt = req.multi_gpu
     if alt is None or not _could_hold(alt, members, def_mem_per_cpu_mb):
         return False
-    fit = _fitting(alt, members, def_mem_per_cpu_mb)
-    counts = sorted((n.gpu_count(alt.gpu_type) for n in fit), reverse=True)
-    return sum(counts[: alt.max_nodes]) >= alt.gpus_total
+    return _gpus_held(alt, members, def_mem_per_cpu_mb)
+
+
+def _gpus_held(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb: int) -> bool:
+    """A job-wide `--gpus` (`gpus_total`): its nodes, at most `max_nodes`, have them all."""
+    if not req.gpus_total:
+        return True
+    fit = _fitting(req, members, def_mem_per_cpu_mb)
+    counts = sorted((n.gpu_count(req.gpu_type) for n in fit), reverse=True)
+    return sum(counts[: req.max_nodes]) >= req.gpus_total
 
 
 def _could_hold(req: NodeRequest, members: Sequence[Node], def_mem_per_cpu_mb: int) -> bool:

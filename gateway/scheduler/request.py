@@ -63,6 +63,12 @@ class NodeRequest:
     gpus_total: int = 0
     multi_gpu: NodeRequest | None = None
 
+    @property
+    def gpus_vary(self) -> bool:
+        """Whether the GPUs of a node of the job are its placement's own, not `gpus`
+        (per task, or a job-wide count split over the nodes)."""
+        return bool(self.gpus_per_task or self.gpus_total or self.multi_gpu)
+
     def memory_for(self, cpus: int, def_mem_per_cpu: int, node_mem: int) -> int:
         """Memory (MiB) this job takes on one node with `cpus` cpus there."""
         if self.memory_mb is None:
@@ -172,15 +178,29 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
 
 
 def _with_multi_gpu(spec: JobSpec, req: NodeRequest) -> NodeRequest:
-    """`--gpus=G` alone, without -N or -w, and not spread: the request, and as its
-    `multi_gpu` the same job over up to G nodes of at least one GPU each, its tasks (one
-    a node without -n) split as a node range splits them (the test cluster runs `--gpus=6`
-    on node03 with 2 and node04 with 4, `--gpus=6 -n4` 2,2, where no node has 6)."""
+    """`--gpus=G` alone, without -w, and not spread: the request, and as its `multi_gpu`
+    the same job over up to G nodes of at least one GPU each, its tasks (one a node
+    without -n) split as a node range splits them (the test cluster runs `--gpus=6` on
+    node03 with 2 and node04 with 4, `--gpus=6 -n4` 2,2, where no node has 6). With -N N
+    the request itself is such a layout over N nodes (`-N2 --gpus=3`: 2 + 1, not 2 + 2)."""
     total = sum(item.count for item in spec.gpus)
-    if total < 2 or req.spread or spec.nodes_min is not None or spec.nodelist:
+    if total < 2 or req.spread or spec.nodelist or spec.wide_range:
         return req
     if spec.gpus_per_node or spec.gpus_per_task or any(g.name == "gpu" for g in spec.gres):
         return req
+    if spec.cpus_per_gpu or spec.mem_per_gpu_mb is not None:
+        return req  # (CPUs and memory by GPU: each node as asked, as before)
+    if spec.nodes_min is not None:  # -N N: always N nodes, the GPUs split as the layout says
+        per_node = 0 if spec.ntasks is not None else (spec.ntasks_per_node or 1)
+        return replace(
+            req,
+            cpus=req.cpus_per_task,
+            gpus=1,
+            spread=True,
+            wide=True,
+            fixed_per_node=per_node,
+            gpus_total=total,
+        )
     per_node = 0 if spec.ntasks is not None else 1
     most = total if spec.ntasks is None else min(total, spec.ntasks)
     alt = replace(

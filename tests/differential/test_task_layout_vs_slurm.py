@@ -12,7 +12,8 @@ although the partition has eight CPUs; Caldera spread or refused them. `--tmp=10
 refused (`Temporary disk specification can not be satisfied`: the nodes' TmpDisk is 0);
 Caldera ran it. A job-wide `--gpus=G` no node holds goes over several nodes, each given
 what it has while the next keep one (`--gpus=6`: node03 2, node04 4; `--gpus=5 -n2`: 2 and
-3); Caldera asked one node for all G and refused it. Compared as in
+3), and with -N the GPUs are split the same way (`-N2 --gpus=3`: 2 + 1); Caldera asked one
+node for all G and refused it, or each of N nodes for G / N rounded up. Compared as in
 test_nodelist_vs_slurm.py: sbatch's answer, SLURM_JOB_NODELIST,
 SLURM_NNODES, SLURM_TASKS_PER_NODE, and scontrol's NodeList, NumNodes, NumCPUs, NumTasks
 and TRES once it completed.
@@ -54,6 +55,9 @@ _REQUESTS = (
     ("--gpus=5", "-n2"),  # node03 2 + node04 3
     ("--gpus=6", "-n4"),  # 2,2 tasks
     ("--gpus=7",),  # more than the partition has: refused
+    ("-N2", "--gpus=3"),  # 2 + 1 (4 GPUs before)
+    ("-N2", "--gpus=5"),  # 2 + 3 (refused before)
+    ("-N2", "--gpus=2", "-n3"),  # 1 + 1, tasks 2,1
 )
 
 

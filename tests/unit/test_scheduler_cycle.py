@@ -321,3 +321,12 @@ def test_job_wide_gpus_no_node_holds_go_over_several_nodes() -> None:
     ]
     # more GPUs than the nodes have: the job waits whole
     assert run_cycle(snap([_gpus(4, 7)], nodes=3, cpus=4, gpus=2), REG).starts == []
+
+
+def test_job_wide_gpus_with_a_node_count_are_split_over_those_nodes() -> None:
+    """`-N2 --gpus=3`: 2 + 1, as the test cluster gives node03 2 and node04 1 (before: 2
+    each, four GPUs allocated for three)."""
+    job = _gpus(1, 3)
+    job = replace(job, spec=replace(job.spec, nodes_min=2, nodes_max=2))
+    placed = run_cycle(snap([job], nodes=3, cpus=4, gpus=2), REG).starts[0].placement
+    assert [(p.node, p.tasks, len(p.gpus)) for p in placed] == [("n01", 1, 2), ("n02", 1, 1)]

@@ -135,6 +135,10 @@ class JobValues:
     def num_tasks(self) -> int:
         spec = self.job.spec
         if spec.ntasks is not None:
+            if spec.ntasks_per_node and spec.nodes_min is None and self.job.placement:
+                # allocated: every node its --ntasks-per-node (`-n3 --ntasks-per-node=2`
+                # runs four tasks' CPUs: NumTasks=4 once it started, 3 while pending)
+                return max(spec.ntasks, len(self.job.placement) * spec.ntasks_per_node)
             return spec.ntasks
         if spec.ntasks_per_node is not None:
             return self.num_nodes * spec.ntasks_per_node

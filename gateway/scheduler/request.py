@@ -118,6 +118,10 @@ def node_request(spec: JobSpec, nodelist: tuple[str, ...] = ()) -> NodeRequest:
     else:
         tasks = nodes
     tasks = max(tasks, 1)
+    if spec.nodes_min is None and spec.ntasks and spec.ntasks_per_node:
+        # slurmctld gives every node its --ntasks-per-node (`-n3 --ntasks-per-node=2`: two
+        # nodes of two tasks, NumTasks=4, though SLURM_NTASKS stays 3)
+        tasks = max(tasks, nodes * spec.ntasks_per_node)
     nodes = min(nodes, tasks) if spec.nodes_min is None else nodes
     per_node = _split(tasks, nodes)
     cpt = spec.cpus_per_task or 1

@@ -13,7 +13,9 @@ refused (`Temporary disk specification can not be satisfied`: the nodes' TmpDisk
 Caldera ran it. A job-wide `--gpus=G` no node holds goes over several nodes, each given
 what it has while the next keep one (`--gpus=6`: node03 2, node04 4; `--gpus=5 -n2`: 2 and
 3), and with -N the GPUs are split the same way (`-N2 --gpus=3`: 2 + 1); Caldera asked one
-node for all G and refused it, or each of N nodes for G / N rounded up. Compared as in
+node for all G and refused it, or each of N nodes for G / N rounded up. `-n3
+--ntasks-per-node=2` gives each of its two nodes two tasks' CPUs (NumTasks=4 once it
+runs; SLURM_NTASKS stays 3); Caldera laid it out 2,1. Compared as in
 test_nodelist_vs_slurm.py: sbatch's answer, SLURM_JOB_NODELIST,
 SLURM_NNODES, SLURM_TASKS_PER_NODE, and scontrol's NodeList, NumNodes, NumCPUs, NumTasks
 and TRES once it completed.
@@ -58,6 +60,8 @@ _REQUESTS = (
     ("-N2", "--gpus=3"),  # 2 + 1 (4 GPUs before)
     ("-N2", "--gpus=5"),  # 2 + 3 (refused before)
     ("-N2", "--gpus=2", "-n3"),  # 1 + 1, tasks 2,1
+    ("-n3", "--ntasks-per-node=2"),  # two nodes of two tasks: NumTasks=4 (2,1 before)
+    ("-n5", "--ntasks-per-node=2"),  # three nodes of two
 )
 
 

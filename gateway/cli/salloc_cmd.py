@@ -68,6 +68,9 @@ _KEPT = {
     KILL_WAIT_VAR,  # how long srun waits before SIGKILL when the allocation is revoked
 }
 # srun options that are also the allocation's (sbatch reads them): the rest are the step's
+# srun's options that only its job takes (the step's srun would refuse them inside it:
+# `--begin is ignored because nodes are already allocated.`)
+_ALLOCATION_ONLY = frozenset({"begin", "hold", "dependency", "nice", "comment", "deadline"})
 _ALLOCATION_OPTIONS = {
     "account",
     "chdir",
@@ -86,7 +89,18 @@ _ALLOCATION_OPTIONS = {
     "partition",
     "qos",
     "time",
-}
+    "constraint",
+    "licenses",
+    "gpus-per-node",
+    "gpus-per-task",
+    "cpus-per-gpu",
+    "mem-per-gpu",
+    "overcommit",
+    "contiguous",
+    "mincpus",
+    "tmp",
+    "spread-job",
+} | _ALLOCATION_ONLY
 # the allocation's holder: hands the client its environment, waits for the command's wait
 # status (`N`: exit N; `-S`: killed by signal S), and ends the same way, so the job's
 # ExitCode and state are slurmctld's for salloc's slurm_complete_job(status)
@@ -164,15 +178,32 @@ class _Signals:
             self.caught = True
 
 
-def _granted(job_id: str, env_file: Path, say: Callable[[str], None], sig: _Signals) -> bool:
-    """Wait until the holder runs (its environment is written), with salloc's lines while
-    the job pends; False when the job ended or a signal made salloc give it up."""
+# slurmctld's answer to an allocation it cannot grant at once, said before the pending
+# lines (the test cluster: `-n9` on 8 CPUs, `-N5` on 4 nodes, `--hold`)
+_PENDING_WHY = {
+    "PartitionConfig": "Requested partition configuration not available now",
+    "PartitionNodeLimit": "Requested partition configuration not available now",
+    "JobHeldUser": "Job is in held state, pending scheduler release",
+}
+
+
+def _granted(
+    job_id: str, env_file: Path, tell: Callable[[str], None], sig: _Signals, step: bool
+) -> bool:
+    """Wait until the holder runs (its environment is written), with salloc's (or, for
+    `step`, srun's) lines while the job pends; False when the job ended or a signal made
+    it give the job up."""
     waited, asked = False, time.monotonic()
+    say = (lambda text: None) if step else tell
     while not env_file.exists():
         if sig.caught:
             _cancel(job_id)
-            say(f"Job allocation {job_id} has been revoked.")
-            say("Job aborted due to signal")
+            if step:  # srun's words (allocate.c), without salloc's period
+                tell(f"Job allocation {job_id} has been revoked")
+                tell(f"Force Terminated JobId={job_id}")
+            else:
+                tell(f"Job allocation {job_id} has been revoked.")
+                tell("Job aborted due to signal")
             return False
         state, reason = _record(job_id)
         if state not in _ALIVE:
@@ -183,12 +214,14 @@ def _granted(job_id: str, env_file: Path, say: Callable[[str], None], sig: _Sign
         # waiting (it then has a reason), or after a second without one
         decided = reason != "None" or time.monotonic() - asked > 1.0
         if state == "PENDING" and decided and not waited:
+            if reason in _PENDING_WHY:
+                tell(_PENDING_WHY[reason])
             say(f"Pending job allocation {job_id}")
-            say(f"job {job_id} queued and waiting for resources")
+            tell(f"job {job_id} queued and waiting for resources")
             waited = True
         time.sleep(0.1)
     if waited:
-        say(f"job {job_id} has been allocated resources")
+        tell(f"job {job_id} has been allocated resources")
     say(f"Granted job allocation {job_id}")
     return True
 
@@ -294,12 +327,15 @@ def run_allocation(
             sys.stderr.write(err)
             return 0
 
-        def say(text: str) -> None:
+        def tell(text: str) -> None:
+            sys.stderr.write(f"{prog}: {text}\n")
+
+        def say(text: str) -> None:  # (salloc's own lines: srun's allocation is silent)
             if not step:
-                sys.stderr.write(f"{prog}: {text}\n")
+                tell(text)
 
         env_file = home / "env"
-        if not _granted(job_id, env_file, say, sig):
+        if not _granted(job_id, env_file, tell, sig, step):
             return 1
         pairs = (item.partition("=") for item in env_file.read_text().split("\0") if item)
         env = {**os.environ, **{k: v for k, _, v in pairs if k in _KEPT}}
@@ -339,7 +375,11 @@ def srun_outside_a_job(argv: Sequence[str]) -> int:
     for name, value in options.items():
         if name in _ALLOCATION_OPTIONS:
             allocation.append(f"--{name}" if value is None else f"--{name}={value}")
-    launch = [sys.executable, "-I", "-c", _SRUN_STEP, *argv]
+    step = list(argv)
+    if _ALLOCATION_ONLY & options.keys():  # the job's alone: the step's srun would refuse
+        kept = ((k, v) for k, v in options.items() if k not in _ALLOCATION_ONLY)  # them
+        step = [*(f"--{k}" if v is None else f"--{k}={v}" for k, v in kept), *command]
+    launch = [sys.executable, "-I", "-c", _SRUN_STEP, *step]
     name = Path(command[0]).name
     return run_allocation(allocation, launch, "srun", name, recorded=command[0], step=True)
 

@@ -31,6 +31,23 @@ from gateway.policy.service import policy_of
 __all__ = ["apply_update"]
 
 
+# fields a pending job's backend queue (Slurm's) is not told of: refused for a job queued
+# there, rather than changed here alone
+_NOT_FORWARDED = frozenset(
+    {
+        "reqnodelist",
+        "excnodelist",
+        "features",
+        "requeue",
+        "workdir",
+        "stdout",
+        "minmemorynode",
+        "minmemorycpu",
+        "licenses",
+    }
+)
+
+
 def _site(gw: Gateway, job: Job) -> UpdateSite:
     """What update_job checks a field against: MaxTime of the job's first partition
     (INFINITE when unknown), every node and its features (the test cluster took
@@ -80,6 +97,8 @@ async def apply_update(
         for key, value in fields.items():
             if key.lower() == "arraytaskthrottle" and target.tasks is not None:
                 continue  # a task has no array record: slurmctld ignores it
+            if job.backend_id and key.lower() in _NOT_FORWARDED:
+                return OpResult(target_name(target), SlurmErrno.NOT_SUPPORTED)
             out = update_field(job, key, value, caller.operator, site)
             if isinstance(out, SlurmErrno):
                 return OpResult(target_name(target), out)

@@ -194,24 +194,14 @@ def _with_multi_gpu(spec: JobSpec, req: NodeRequest) -> NodeRequest:
         return req
     if spec.cpus_per_gpu or spec.mem_per_gpu_mb is not None:
         return req  # (CPUs and memory by GPU: each node as asked, as before)
-    if spec.nodes_min is not None:  # -N N: always N nodes, the GPUs split as the layout says
-        per_node = 0 if spec.ntasks is not None else (spec.ntasks_per_node or 1)
-        return replace(
-            req,
-            cpus=req.cpus_per_task,
-            gpus=1,
-            spread=True,
-            wide=True,
-            fixed_per_node=per_node,
-            gpus_total=total,
-        )
-    per_node = 0 if spec.ntasks is not None else 1
-    most = total if spec.ntasks is None else min(total, spec.ntasks)
-    alt = replace(
+    fixed = spec.nodes_min is not None  # -N N: always N nodes, the GPUs split over them
+    per_node = 0 if spec.ntasks is not None else (spec.ntasks_per_node or 1)
+    most = req.max_nodes if fixed else min(total, spec.ntasks or total)
+    layout = replace(
         req,
         max_nodes=most,
-        tasks=most * per_node or req.tasks,
-        tasks_per_node=(per_node,) * most if per_node else req.tasks_per_node,
+        tasks=req.tasks if fixed or not per_node else most * per_node,
+        tasks_per_node=req.tasks_per_node if fixed or not per_node else (per_node,) * most,
         cpus=req.cpus_per_task,
         gpus=1,
         spread=True,
@@ -219,7 +209,7 @@ def _with_multi_gpu(spec: JobSpec, req: NodeRequest) -> NodeRequest:
         fixed_per_node=per_node,
         gpus_total=total,
     )
-    return replace(req, multi_gpu=alt)
+    return layout if fixed else replace(req, multi_gpu=layout)
 
 
 def _spread_gpus_per_task(spec: JobSpec) -> int:

@@ -25,6 +25,7 @@ from gateway.control.ops import (
 )
 from gateway.control.submit import Caller
 from gateway.model.job import Hold, Job
+from gateway.model.state import JobState
 from gateway.model.values import INFINITE
 from gateway.policy.service import policy_of
 
@@ -97,7 +98,8 @@ async def apply_update(
         for key, value in fields.items():
             if key.lower() == "arraytaskthrottle" and target.tasks is not None:
                 continue  # a task has no array record: slurmctld ignores it
-            if job.backend_id and key.lower() in _NOT_FORWARDED:
+            queued = job.backend_id and job.state is JobState.PENDING  # (by Slurm)
+            if queued and key.lower() in _NOT_FORWARDED:
                 return OpResult(target_name(target), SlurmErrno.NOT_SUPPORTED)
             out = update_field(job, key, value, caller.operator, site)
             if isinstance(out, SlurmErrno):

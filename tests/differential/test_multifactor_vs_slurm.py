@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,7 +94,14 @@ def _factors(side: Side) -> dict[str, list[str]]:
         assert out.strip(), args
         ids.append(out.strip().split(";")[0])
     try:
-        sprio = side.run([*SPRIO, "-j", ",".join(ids)], None)
+        # (Caldera's sprio lists a job from the first scheduling cycle after its submission,
+        # slurmctld's at once: asked again for a few seconds until every job is there)
+        deadline = time.monotonic() + 10
+        while True:
+            sprio = side.run([*SPRIO, "-j", ",".join(ids)], None)
+            if len(sprio.splitlines()) >= len(ids) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         rows = sorted(
             f"{ids.index(cells[0].strip())}|" + "|".join(c.strip() for c in cells[1:])
             for cells in (line.split("|") for line in sprio.splitlines() if line.strip())

@@ -9,6 +9,7 @@ limit or hold forwarded to a backend that already holds the job.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.control.arraytasks import Target
@@ -49,23 +50,26 @@ _NOT_FORWARDED = frozenset(
 )
 
 
-def _site(gw: Gateway, job: Job) -> UpdateSite:
-    """What update_job checks a field against: MaxTime of the job's first partition
-    (INFINITE when unknown), every node and its features (the test cluster took
-    Features=gpu for a job of a partition whose nodes lack it, found on others)."""
-    first = job.partition.split(",")[0]
-    max_time = INFINITE
-    for cluster in gw.clusters.values():
-        for part in cluster.partitions:
-            if part.name == first:
-                max_time = part.max_time or INFINITE
+def _site(gw: Gateway) -> UpdateSite:
+    """What update_job checks a field against: every node and its features (the test
+    cluster took Features=gpu for a job of a partition whose nodes lack it, found on
+    others) and the clusters' licences; MaxTime is each job's (`_max_time`)."""
     nodes = [n for c in gw.clusters.values() for n in c.nodes]
     return UpdateSite(
-        max_time,
-        frozenset(n.name for n in nodes),
-        tuple(n.features for n in nodes),
-        tuple(gw.clusters.values()),
+        nodes=frozenset(n.name for n in nodes),
+        features=tuple(n.features for n in nodes),
+        clusters=tuple(gw.clusters.values()),
     )
+
+
+def _max_time(gw: Gateway, job: Job) -> int:
+    """MaxTime (minutes) of the job's first partition; INFINITE when unknown."""
+    first = job.partition.split(",")[0]
+    for cluster in gw.clusters.values():
+        part = cluster.partition(first)
+        if part is not None:
+            return part.max_time or INFINITE
+    return INFINITE
 
 
 async def _forward_time_limit(gw: Gateway, job: Job) -> SlurmErrno | None:
@@ -88,9 +92,10 @@ async def apply_update(
     changed: list[Job] = []
     lowered: list[Job] = []
     warning: SlurmErrno | None = None
+    shared = _site(gw)  # (once: an array's update matches many records)
     for job, _ in matched:
         job = gw.jobs.get(job.job_id, job)
-        site = _site(gw, job)
+        site = replace(shared, max_time=_max_time(gw, job))
         if not allowed(job, caller):
             return OpResult(target_name(target), SlurmErrno.USER_ID_MISSING)
         if job.state.is_finished:

@@ -156,8 +156,7 @@ def gpu_layout(
 def _capacity(req: NodeRequest, f: NodeFree, snap: Snapshot) -> int:
     cpus = f.node.cpus if req.exclusive else f.cpus
     memory = f.node.memory_mb if req.exclusive else f.memory_mb
-    gpus = f.node.gpu_count(req.gpu_type) if req.exclusive else len(f.gpus)
-    return task_capacity(req, cpus, memory, snap.def_mem_per_cpu_mb, gpus)
+    return task_capacity(req, cpus, memory, snap.def_mem_per_cpu_mb, _gpus_free(req, f))
 
 
 def _narrow_layout(

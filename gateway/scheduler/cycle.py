@@ -109,8 +109,7 @@ def _place(
     over several (`multi_gpu`; not on nodes a reservation search checked for the first)."""
     placed = _place_one(job, req, free, reg, snap, within, checked, tests)
     if placed is None and req.multi_gpu is not None and not checked:
-        alt = replace(req.multi_gpu, partitions=req.partitions)
-        placed = _place_one(job, alt, free, reg, snap, within, False, tests)
+        placed = _place_one(job, req.multi_gpu, free, reg, snap, within, False, tests)
     return placed
 
 
@@ -216,10 +215,9 @@ def fits_now(
         within = _nodes_of((target,), snap)
         if len(_candidates(one, free, reg, snap, within, False, tests)) >= nodes:
             return True
-        if one.multi_gpu is not None:  # the GPUs over several nodes
-            alt = replace(one.multi_gpu, partitions=one.partitions)
-            if _place_one(job, alt, dict(free), reg, snap, within, False, tests) is not None:
-                return True
+        alt = one.multi_gpu  # the GPUs over several nodes
+        if alt is not None and _place_one(job, alt, dict(free), reg, snap, within, False, tests):
+            return True
     return False
 
 

@@ -269,7 +269,10 @@ def on_partitions(req: NodeRequest, partitions: tuple[str, ...]) -> NodeRequest:
     hit = _BY_PARTS.get(key)
     if hit is not None and hit[0] is req:
         return hit[1]
-    one = req if req.partitions == partitions else replace(req, partitions=partitions)
+    one = req
+    if req.partitions != partitions:
+        alt = req.multi_gpu and replace(req.multi_gpu, partitions=partitions)
+        one = replace(req, partitions=partitions, multi_gpu=alt)
     if len(_BY_PARTS) >= _MEMO_SIZE:
         _BY_PARTS.clear()
     _BY_PARTS[key] = (req, one)

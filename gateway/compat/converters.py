@@ -285,7 +285,7 @@ def c_uid_gid(kind: str) -> Converter:
             import grp
 
             return grp.getgrnam(text).gr_gid
-        except KeyError:
+        except (KeyError, ValueError):  # (ValueError: a name with a NUL byte)
             raise CompatError.error(f"Invalid --{kind} specification") from None
 
     return convert

@@ -2,7 +2,8 @@
 
 Only sizes change: partitions become the cluster's `real` partition (node01..node04, two
 CPUs and 2000 MB each; node03 `gpu:2`, node04 `gpu:a100:4`), counts of nodes, tasks, CPUs,
-memory and GPUs are capped to what those nodes hold, time limits to one minute, arrays to
+memory and GPUs are capped to what those nodes hold, time limits to one minute (a --signal
+lead gets a minute more than itself: `_signal_lead_min`), arrays to
 their first two indices, and GRES types, features and reservations that only the cluster's
 slurmd-less `big*` nodes have are dropped (a job asking for them would pend for ever on both
 sides). Everything else (accounts, QOS, output patterns, signals, the script's commands)
@@ -187,6 +188,17 @@ def _cap_time(value: str, cap_min: int) -> str:
     return value if 0 < mins <= cap_min else str(cap_min)
 
 
+def _signal_lead_min(value: str | None) -> int:
+    """--signal's lead in whole minutes (0 without one). A lead at or beyond the capped limit
+    makes the warning due at once, sent at slurmctld's next periodic time-limit check, whose
+    phase against the job's start is chance on both sides: a limit one minute longer than the
+    lead puts that check at least 30 s after the start, past the corpus's short jobs."""
+    if value is None:
+        return 0
+    _, _, lead = value.partition("@")
+    return -(-_int(lead or "60", 60) // 60)
+
+
 def _cap_array(value: str) -> str:
     """The first two indices of the first item, keeping its step and throttle."""
     spec, _, throttle = value.partition("%")
@@ -239,7 +251,7 @@ def _new_value(opt: _Opt, given: dict[str, str], shape: Shape) -> str | None:
     if opt.name == "gpus-per-task":
         return _cap_gpus(value, shape, 1, gres=False)
     if opt.name in ("time", "time-min"):
-        return _cap_time(value, shape.time_min)
+        return _cap_time(value, max(shape.time_min, _signal_lead_min(given.get("--signal")) + 1))
     if opt.name == "array":
         return _cap_array(value)
     if opt.name == "reservation":

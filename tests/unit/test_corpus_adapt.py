@@ -57,7 +57,9 @@ def test_an_adapted_request_fits_the_clusters_real_nodes(path: object) -> None:
         assert (part.ntasks or 1) * cpt <= nodes * shape.cpus
         assert (part.mem_per_node_mb or 0) <= shape.mem_mb
         assert (part.mem_per_cpu_mb or 0) * cpt <= shape.mem_mb
-        assert part.time_limit is None or part.time_limit <= shape.time_min
+        # a --signal lead gets one minute more than itself (corpus_adapt._signal_lead_min)
+        lead_min = -(-part.signal.time // 60) if part.signal is not None else 0
+        assert part.time_limit is None or part.time_limit <= max(shape.time_min, lead_min + 1)
         assert part.reservation is None
         assert part.constraint is None or set(re.split(r"[&|]", part.constraint)) <= (
             shape.features
@@ -121,6 +123,11 @@ def test_tasks_follow_the_shrunk_nodes_and_cpus() -> None:
         "#SBATCH -c 2",
         "#SBATCH -n 2",
     ]
+
+
+def test_a_signal_lead_keeps_the_warning_past_the_start() -> None:
+    text = "#!/bin/bash\n#SBATCH --time=48:00:00\n#SBATCH --signal=B:USR1@90\n"
+    assert adapt_script(text).splitlines()[1] == "#SBATCH --time=3"
 
 
 def test_lines_after_the_first_command_are_not_directives() -> None:

@@ -60,13 +60,15 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a PID namespace needs
 # the batch script: a task in a session of its own (as srun starts its tasks), which only
 # the pod-wide SIGTERM reaches and which takes a while to end (the init waits for it, as a
 # step's tasks get KillWait), and one in the script's own process group
+# (`ready` once both tasks have set their traps: a loaded machine may start them late)
 SCRIPT = """
 log=$1
-setsid sh -c 'trap "sleep 0.5; echo TERM session >>$0; exit 0" TERM
+setsid sh -c 'trap "sleep 0.5; echo TERM session >>$0; exit 0" TERM; : >$0.session
     while :; do sleep 0.05; done' $log &
-sh -c 'trap "echo TERM group >>$0; exit 0" TERM; while :; do sleep 0.05; done' $log &
+sh -c 'trap "echo TERM group >>$0; exit 0" TERM; : >$0.group; while :; do sleep 0.05; done' $log &
 group=$!
 trap 'echo TERM batch >>$log; wait $group; exit 7' TERM
+while [ ! -e $log.session ] || [ ! -e $log.group ]; do sleep 0.02; done
 echo ready >>$log
 while :; do sleep 0.05; done
 """
@@ -78,7 +80,6 @@ def test_as_pid_one_sigterm_reaches_every_process_of_the_pod(tmp_path: Path) -> 
     unshare = _init(["sh", "-c", SCRIPT, "sh", str(log)], namespace=True)
     try:
         _wait_for(log, "ready")
-        time.sleep(0.2)  # the two tasks have set their traps
         os.kill(_pid_one(unshare), signal.SIGTERM)  # what the kubelet sends
         assert unshare.wait(timeout=20) == 7  # the script's trap's code
     finally:
@@ -96,7 +97,6 @@ def test_outside_a_namespace_only_the_scripts_process_group_is_signalled(
     init = _init(["sh", "-c", SCRIPT, "sh", str(log)], namespace=False)
     try:
         _wait_for(log, "ready")
-        time.sleep(0.2)
         init.send_signal(signal.SIGTERM)
         assert init.wait(timeout=20) == 7
     finally:

@@ -325,7 +325,7 @@ class LocalBackend:
         jobdir = self.job_dir(job.job_id, job.restart_count)
         if not (jobdir / "spawned").exists() or (jobdir / "result.json").exists():
             return
-        limit_s = None if minutes in (0, INFINITE) else minutes * 60 * self.time_scale
+        limit_s = None if minutes == INFINITE else minutes * 60 * self.time_scale  # 0: over
         request = {"action": "time_limit", "seconds": limit_s}
         write_json(jobdir / "ctl" / f"{time.time_ns()}.json", request, mode=0o600)
 

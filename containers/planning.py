@@ -102,6 +102,8 @@ def plan_job(launch: Launch, jobdir: Path, node: NodeSettings) -> JobPlan:
     stdin = expand_for_open(spec.stdin, ctx) if spec.stdin else "/dev/null"
     minutes = job.time_limit or (spec.time_limit or 0)
     limit_s = None if minutes in (0, INFINITE) else minutes * 60 * node.time_scale
+    if spec.time_limit == 0:  # only `scontrol update TimeLimit=0` sets it: already over
+        limit_s = 0.0
     signal = None
     if spec.signal is not None and not spec.signal.reservation:
         signal = (

@@ -20,6 +20,7 @@ __all__ = [
     "child_reset",
     "descendants",
     "drop_privileges",
+    "fork_masked",
     "login_environment",
     "pids_rss_kb",
     "reap_exited",
@@ -71,6 +72,18 @@ def as_user(uid: int, gid: int, groups: Sequence[int]) -> Iterator[None]:
         os.seteuid(0)
         os.setegid(0)
         os.setgroups(saved_groups)
+
+
+def fork_masked() -> int:
+    """os.fork() with every signal blocked across it, restored in the parent: a signal
+    sent to the child before its `child_reset` (a job TERMed as it starts) stays pending
+    and meets the default action there, instead of the parent's Python handler, which
+    would take it and leave the exec'd script unsignalled (KillWait's SIGKILL, not TERM)."""
+    saved = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    pid = os.fork()
+    if pid != 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, saved)
+    return pid
 
 
 def child_reset() -> None:

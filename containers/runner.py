@@ -20,6 +20,7 @@ from containers.proc import (
     child_reset,
     descendants,
     drop_privileges,
+    fork_masked,
     pids_rss_kb,
     reap_exited,
     signal_processes,
@@ -171,7 +172,7 @@ class ProcessRunner:
         tracking = self.tracking
         if tracking is not None:
             env[ATTEMPT_VAR] = f"{tracking.tracker.namespace}/{tracking.attempt}"
-        pid = os.fork()
+        pid = fork_masked()
         if pid == 0:  # child: never returns
             if tracking is not None:
                 _join(tracking)

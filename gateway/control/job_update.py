@@ -54,11 +54,11 @@ def _time_limit(job: Job, value: str, operator: bool, max_time: int) -> Job | Sl
     minutes = time_str_to_mins(value)
     if minutes == NO_VAL or not 0 <= minutes <= INFINITE:
         return SlurmErrno.INVALID_TIME_VALUE
-    minutes = INFINITE if minutes == 0 else minutes
     if minutes == job.time_limit:
         return job
-    lowered = job.time_limit in (0, INFINITE) or minutes < job.time_limit
-    lowered = lowered and minutes != INFINITE
+    # 0 is a limit already over (sbatch's -t 0 is none, scontrol's is not): the test
+    # cluster let a user set it and ended the job TIMEOUT at its next time-limit check
+    lowered = minutes < job.time_limit
     if not (operator or lowered or (job.state is JobState.PENDING and max_time >= minutes)):
         return SlurmErrno.ACCESS_DENIED
     return replace(job, time_limit=minutes, spec=replace(job.spec, time_limit=minutes))

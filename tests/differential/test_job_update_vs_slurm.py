@@ -116,15 +116,37 @@ scancel $j
 echo "ids $j $j"
 """
 
+# TimeLimit=0 is a limit already over, not "none": a user may set it on a pending or a
+# running job; each ends TIMEOUT (slurmctld: at its next periodic check, up to 30 s on;
+# Caldera at once, so the running job is not queried after), its batch shell TERMed (0:15).
+# The job ids: J the running one, A the released one.
+_ZERO = r"""
+exec 2>&1
+j=$(sbatch --parsable -p real -t 5 -o /dev/null --wrap 'sleep 100')
+a=$(sbatch --parsable -p real -t 5 --hold -o /dev/null --wrap 'sleep 100')
+until [ "$(squeue -h -j $j -o %T)" = RUNNING ]; do sleep 0.3; done
+scontrol update JobId=$j TimeLimit=0; echo "running rc=$?"
+scontrol update JobId=$a TimeLimit=0; echo "pending rc=$?"; squeue -h -j $a -o '%T %l %L'
+scontrol release $a
+for k in $(seq 200); do [ -z "$(squeue -h -j $j,$a -o %T)" ] && break; sleep 0.3; done
+sleep 3
+sacct -j $j,$a -n -P -o jobid,state,exitcode,timelimit
+scontrol show job $a | grep -o 'JobState=[A-Z]* Reason=[A-Za-z]*\|TimeLimit=[^ ]*'
+echo "ids $j $a"
+"""
+
 
 def _named(out: str) -> str:
-    """The job ids (last line) in Slurm's `for job ID` replaced by J and A."""
+    """The job ids (last line) in Slurm's `for job ID` and in sacct rows replaced by J and A."""
     lines = out.splitlines()
     assert lines, out
     assert lines[-1].startswith("ids "), out
     job, array = lines[-1].split()[1:]
     text = "\n".join(lines[:-1])
-    return re.sub(rf"(?<=job ){array}\b", "A", re.sub(rf"(?<=job ){job}\b", "J", text))
+    text = re.sub(rf"(?<=job ){array}\b", "A", re.sub(rf"(?<=job ){job}\b", "J", text))
+    sacct_row = r"(?=[|.])"  # `ID|...` or `ID.batch|...`, never a limit such as `10:00`
+    text = re.sub(rf"^{job}{sacct_row}", "J", text, flags=re.M)
+    return re.sub(rf"^{array}{sacct_row}", "A", text, flags=re.M)
 
 
 def _both(cluster: SlurmStack, script: str) -> tuple[str, str]:
@@ -168,4 +190,12 @@ def test_a_pending_jobs_files_memory_licences_and_mail_are_updated_as_slurm_does
 ) -> None:
     ours, theirs = _both(cluster, _PENDING)
     assert "memory per node rc=0\nTRES=cpu=1,mem=300M" in theirs, theirs
+    assert ours == theirs, f"{ours}\n=== real Slurm:\n{theirs}"
+
+
+def test_a_time_limit_of_zero_ends_a_running_or_a_released_job_as_timeout(
+    cluster: SlurmStack,
+) -> None:
+    ours, theirs = _both(cluster, _ZERO)
+    assert "J|TIMEOUT|0:0|\nJ.batch|CANCELLED|0:15|" in theirs, theirs
     assert ours == theirs, f"{ours}\n=== real Slurm:\n{theirs}"

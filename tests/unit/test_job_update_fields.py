@@ -42,6 +42,17 @@ def test_a_running_jobs_limit_is_only_lowered_by_its_user() -> None:
     assert _limit(update_field(unlimited, "TimeLimit", "30", False)) == 30
 
 
+def test_zero_is_a_limit_already_over_that_a_user_may_set() -> None:
+    """The test cluster: a user's TimeLimit=0 on a running or pending `-t 5` job is taken
+    (TimeLimit=00:00:00) and the job ends TIMEOUT at the next check; 0 is no `none`."""
+    for state in (JobState.RUNNING, JobState.PENDING):
+        assert _limit(update_field(_job(5, state), "TimeLimit", "0", False)) == 0
+    zero = _job(0, JobState.PENDING)
+    assert _limit(update_field(zero, "TimeLimit", "1", False, UpdateSite(max_time=0))) is (
+        SlurmErrno.ACCESS_DENIED
+    )
+
+
 def test_what_is_no_time_limit_is_refused_as_invalid() -> None:
     for text in ("-3", "x", "", "1:2:3:4"):
         out = update_field(_job(5), "TimeLimit", text, True)

@@ -317,7 +317,9 @@ class JobValues:
             mem = mb * cpus
         else:
             mem = self.total_memory_mb
-        gres = self._request_counts([None] * self.num_nodes, True)  # the request's own types
+        # per node on the nodes ReqTRES counts (`-n3 --gres=gpu:1`, held: node=1, gres/gpu=1
+        # on the test cluster, though it will take two nodes), in the request's own types
+        gres = self._request_counts([None] * self.req_nodes, True)
         return self._render(cpus, mem, self.req_nodes, gres, job=True)
 
     @property

@@ -143,21 +143,21 @@ class JobSpec:
     def spreads_tasks(self) -> bool:
         """`-n N` without a node count: the job takes as many nodes as its tasks need,
         decided when it is placed (Slurm's default; `-n 5` on 2-CPU nodes runs on three).
-        GPU and per-node requests keep a fixed node count, and so does a --mincpus beyond
-        one task's CPUs (sbatch's own `-c N` sets a minimum of N: `-n 3 -c 2` spreads). A
-        node list (-w) names nodes it must include and sets only the minimum count (sbatch's
-        `_opt_verify`), so `-w node01 -n3` spreads too: node[01-02] on 2-CPU nodes. A node
-        range spreads too (`wide_range`); both may ask GPUs per node (`-w node03 -n3
-        --gres=gpu:1`: node[03-04], one GPU each)."""
+        Job-wide --gpus and per-node task counts keep a fixed node count, and so does a
+        --mincpus beyond one task's CPUs (sbatch's own `-c N` sets a minimum of N: `-n 3
+        -c 2` spreads). A node list (-w) names nodes it must include and sets only the
+        minimum count (sbatch's `_opt_verify`), so `-w node01 -n3` spreads too: node[01-02]
+        on 2-CPU nodes. A node range spreads too (`wide_range`); all may ask GPUs per node
+        (`-w node03 -n3 --gres=gpu:1`: node[03-04], one GPU each)."""
         if (self.ntasks or 0) <= 1 or self.ntasks_per_node is not None or self.overcommit:
             return False  # (-O: one CPU per task's worth, the tasks where the nodes are)
         if (self.mincpus or 0) > (self.cpus_per_task or 1):  # sbatch -c sets it too
             return False
         if self.wide_range or (bool(self.nodelist) and self.nodes_max is None):
             return not (self.gpus or self.gpus_per_task)  # GPUs per node: each node's own
-        return self.nodes_min is None and not (
-            any(g.name == "gpu" for g in self.gres) or self.gpus or self.gpus_per_node
-        )
+        # GPUs per node go to each node it takes (`-n3 --gres=gpu:1` on 2-CPU nodes: the
+        # test cluster's node[03-04], gres/gpu=2); job-wide --gpus is split (multi_gpu)
+        return self.nodes_min is None and not self.gpus
 
     @property
     def min_cpus(self) -> int:

@@ -7,7 +7,7 @@ free nodes as it may, up to MAX and one task each at least, and splits the tasks
 in blocks (`-N1-4 -n3`: three nodes, one task each; `-N1-2 -n3`: 2,1); without a task
 count each node gets --ntasks-per-node tasks (one by default: `-N2-4` takes all four).
 Caldera took MIN nodes and refused `-N1-2 -n3` ("Requested node configuration is not
-available"). While held, scontrol's NumNodes estimates MIN-MAX as slurmctld does
+available"). While held, scontrol's NumNodes (and TRES) estimates MIN-MAX as slurmctld does
 (`-N1-2 -n3`: 2-2). `--spread-job` places `-n N` as `-N1-N` would (Caldera ignored it).
 """
 
@@ -42,7 +42,14 @@ _REQUESTS = (
     ("-n3", "--spread-job"),  # three nodes, a task each (Caldera ignored it: two)
     ("-n6", "--spread-job"),  # four nodes, 2,2,1,1
 )
-_HELD = (("-N1-2", "-n3"), ("-N1-4", "-n2"), ("-N2-4", "-n3"), ("-N1-2", "-n3", "--gres=gpu:1"))
+_HELD = (
+    ("-N1-2", "-n3"),
+    ("-N1-4", "-n2"),
+    ("-N2-4", "-n3"),
+    ("-N1-2", "-n3", "--gres=gpu:1"),
+    ("-n3", "--gres=gpu:1"),  # NumNodes=2, but TRES node=1 and gres/gpu=1 (its minimum)
+    ("-n3", "--gpus-per-node=2"),
+)
 
 
 def _held(run: Run, args: tuple[str, ...]) -> str:
@@ -50,7 +57,7 @@ def _held(run: Run, args: tuple[str, ...]) -> str:
     job = job_id_from_sbatch(done.stdout)
     text = run(["scontrol", "show", "job", job]).stdout
     cancel(job) if run is run_real else run(["scancel", job])
-    shown = re.findall(r"\b(NumNodes|NumCPUs|NumTasks)=(\S+)", text)
+    shown = re.findall(r"\b(NumNodes|NumCPUs|NumTasks|TRES)=(\S+)", text)
     return " ".join(f"{k}={v}" for k, v in shown)
 
 
@@ -72,7 +79,9 @@ def test_a_node_range_takes_as_many_nodes_as_it_may_as_on_slurm(cluster: SlurmSt
             "node[01-03] 3 1(x3)",
             "COMPLETED|node[01-03]|3|3|3|cpu=3,mem=300M,node=3,billing=3",
         ]
-        assert theirs[len(_REQUESTS)] == "NumNodes=2-2 NumCPUs=3 NumTasks=3"
+        assert theirs[len(_REQUESTS)] == (
+            "NumNodes=2-2 NumCPUs=3 NumTasks=3 TRES=cpu=3,mem=300M,node=1,billing=3"
+        )
         config = f'[local]\nslurm_conf = "{cluster.slurm_conf}"\n'
         with running_gateway(config) as gw:
             ours = _all(lambda argv: gw.run(argv), where)

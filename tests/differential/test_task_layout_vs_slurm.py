@@ -15,7 +15,9 @@ what it has while the next keep one (`--gpus=6`: node03 2, node04 4; `--gpus=5 -
 3), and with -N the GPUs are split the same way (`-N2 --gpus=3`: 2 + 1); Caldera asked one
 node for all G and refused it, or each of N nodes for G / N rounded up. `-n3
 --ntasks-per-node=2` gives each of its two nodes two tasks' CPUs (NumTasks=4 once it
-runs; SLURM_NTASKS stays 3); Caldera laid it out 2,1. Compared as in
+runs; SLURM_NTASKS stays 3); Caldera laid it out 2,1. `-n3 --gres=gpu:1` (GPUs per node,
+no node count) runs on node[03-04] with a GPU on each (`gres/gpu=2`); Caldera kept such
+jobs on one node and refused them. Compared as in
 test_nodelist_vs_slurm.py: sbatch's answer, SLURM_JOB_NODELIST,
 SLURM_NNODES, SLURM_TASKS_PER_NODE, and scontrol's NodeList, NumNodes, NumCPUs, NumTasks
 and TRES once it completed.
@@ -62,6 +64,10 @@ _REQUESTS = (
     ("-N2", "--gpus=2", "-n3"),  # 1 + 1, tasks 2,1
     ("-n3", "--ntasks-per-node=2"),  # two nodes of two tasks: NumTasks=4 (2,1 before)
     ("-n5", "--ntasks-per-node=2"),  # three nodes of two
+    ("-n3", "--gres=gpu:1"),  # node[03-04], a GPU on each (refused before)
+    ("-n2", "-c2", "--gres=gpu:1"),  # the same, one task each
+    ("-n3", "--gpus-per-node=2"),  # node[03-04], gres/gpu=4
+    ("-n5", "--gres=gpu:1"),  # more CPUs than the GPU nodes have: refused
 )
 
 

@@ -169,33 +169,20 @@ def _both(cluster: SlurmStack, script: str) -> tuple[str, str]:
     return _named(done.stdout), _named(real.stdout)
 
 
-def test_a_users_time_limit_updates_are_answered_as_slurm_answers_them(
-    cluster: SlurmStack,
+# (scenario, what the cluster printed when the scenario ran as meant)
+_SCENARIOS = {
+    "time limits": (_SCRIPT, "raise pending rc=0\n10:00"),
+    "nodes, features, requeue": (_FIELDS, "required rc=0\nRequeue=1 ReqNodeList=node[01-02]"),
+    "files, memory, licences, mail": (_PENDING, "memory per node rc=0\nTRES=cpu=1,mem=300M"),
+    "time limit zero": (_ZERO, "J|TIMEOUT|0:0|\nJ.batch|CANCELLED|0:15|"),
+}
+
+
+@pytest.mark.parametrize("name", list(_SCENARIOS))
+def test_a_users_updates_are_answered_and_applied_as_slurm_does(
+    cluster: SlurmStack, name: str
 ) -> None:
-    ours, theirs = _both(cluster, _SCRIPT)
-    assert "raise pending rc=0\n10:00" in theirs, theirs  # the scenario ran as meant
-    assert ours == theirs, f"{ours}\n=== real Slurm:\n{theirs}"
-
-
-def test_a_pending_jobs_nodes_features_and_requeue_are_updated_as_slurm_does(
-    cluster: SlurmStack,
-) -> None:
-    ours, theirs = _both(cluster, _FIELDS)
-    assert "required rc=0\nRequeue=1 ReqNodeList=node[01-02]" in theirs, theirs
-    assert ours == theirs, f"{ours}\n=== real Slurm:\n{theirs}"
-
-
-def test_a_pending_jobs_files_memory_licences_and_mail_are_updated_as_slurm_does(
-    cluster: SlurmStack,
-) -> None:
-    ours, theirs = _both(cluster, _PENDING)
-    assert "memory per node rc=0\nTRES=cpu=1,mem=300M" in theirs, theirs
-    assert ours == theirs, f"{ours}\n=== real Slurm:\n{theirs}"
-
-
-def test_a_time_limit_of_zero_ends_a_running_or_a_released_job_as_timeout(
-    cluster: SlurmStack,
-) -> None:
-    ours, theirs = _both(cluster, _ZERO)
-    assert "J|TIMEOUT|0:0|\nJ.batch|CANCELLED|0:15|" in theirs, theirs
+    script, sign = _SCENARIOS[name]
+    ours, theirs = _both(cluster, script)
+    assert sign in theirs, theirs
     assert ours == theirs, f"{ours}\n=== real Slurm:\n{theirs}"

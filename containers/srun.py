@@ -53,6 +53,7 @@ from containers.srun_io import (
     task_file,
 )
 from containers.srun_layout import SrunExit, Step, allocation_from_env, parse, plan_step
+from containers.srun_options import step_distribution, umask_text
 from containers.srun_revoke import ALLOCATION_VAR, RevocationWatch
 from containers.srun_spawn import Spawned
 from containers.step_alloc import Grant, JobShare
@@ -145,6 +146,8 @@ def _start_tasks(
     cwd = os.getcwd()
     commands = [[resolved(c[0], env.get("PATH", ""), cwd), *c[1:]] if c else c for c in commands]
     cpt = step.cpus_per_task if "cpus-per-task" in opts else None
+    dist = step_distribution(opts.get("distribution"), ntasks, len(step.nodes))
+    env.setdefault("SLURM_UMASK", umask_text())
     width = len(str(ntasks - 1))
     lock = threading.Lock()
     procs: list[_Task] = []
@@ -161,6 +164,7 @@ def _start_tasks(
             cpus_per_task=cpt,
             label="label" in opts,
             mpi=opts.get("mpi"),
+            distribution=dist,
         )
         task_env["SLURMD_NODENAME"] = step.nodes[nodeid]
         if gpus is not None:  # the step's own GPUs on this node, or none
@@ -349,12 +353,9 @@ def _named(step: Step) -> tuple[str, ...]:
 
 
 def _distribution(step: Step) -> str:
-    """scontrol's Dist: srun's -m, else what srun asks (launch.c: Cyclic for no more tasks
-    than nodes, Block otherwise; seen on the test cluster)."""
-    asked = (step.options.get("distribution") or "").split(":")[0].lower()
-    if asked in ("block", "cyclic", "plane", "arbitrary"):
-        return asked.capitalize()
-    return "Cyclic" if step.ntasks <= len(step.nodes) else "Block"
+    """scontrol's Dist: the first part of SLURM_DISTRIBUTION, capitalised (`Cyclic`)."""
+    asked = step.options.get("distribution")
+    return step_distribution(asked, step.ntasks, len(step.nodes)).split(":")[0].capitalize()
 
 
 def _watch_allocation(

@@ -10,6 +10,7 @@ to job pods beside the launcher.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "options_verdict",
     "relative_refusal",
     "srun_env_options",
+    "step_distribution",
+    "umask_text",
 ]
 
 _N, _R, _O = "none", "required", "optional"
@@ -271,3 +274,23 @@ def relative_refusal(relative: int, nodes: int, allocated: int, nodes_set: bool)
         f"srun: error: --relative and {source} option incompatible with count of allocated "
         f"nodes ({relative}+{nodes}>{allocated})"
     )
+
+
+def step_distribution(asked: str | None, ntasks: int, nnodes: int) -> str:
+    """A step's SLURM_DISTRIBUTION: srun's -m as given (lower case; `plane=N` is `plane`),
+    else what srun chooses (launch.c): cyclic for no more tasks than nodes, block otherwise
+    (the test cluster: `srun -n1`, `-n2` over two nodes cyclic; `-n4`, `-N1 -n2` block)."""
+    text = (asked or "").lower()
+    first = text.split(":")[0]
+    if first.startswith("plane"):
+        return "plane"
+    if first in ("block", "cyclic", "arbitrary"):
+        return text
+    return "cyclic" if ntasks <= nnodes else "block"
+
+
+def umask_text() -> str:
+    """srun's SLURM_UMASK (opt.c, when the caller has none): its umask, `0022`."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return f"{mask & 0o777:04o}"

@@ -19,6 +19,7 @@ from containers.srun_options import (
     options_verdict,
     relative_refusal,
     srun_env_options,
+    step_distribution,
 )
 from containers.step_alloc import megabytes
 
@@ -297,7 +298,7 @@ def task_env(
     env["SLURM_STEP_NODELIST"] = compress(nodes)
     env["SLURM_STEP_TASKS_PER_NODE"] = compress_counts(layout)
     env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(ntasks)
-    env["SLURM_DISTRIBUTION"] = "block"
+    env["SLURM_DISTRIBUTION"] = step_distribution(opts.get("distribution"), ntasks, len(nodes))
     env["SLURM_PROCID"] = str(rank)
     env["SLURM_LOCALID"] = str(localid)
     env["SLURM_NODEID"] = str(nodeid)

@@ -458,6 +458,7 @@ def task_environment(
     cpus_per_task: int | None = None,
     label: bool = False,
     mpi: str | None = None,
+    distribution: str = "block",
 ) -> dict[str, str]:
     """The environment of one srun task (`setup_env` for a step), from the batch environment.
 
@@ -474,7 +475,7 @@ def task_environment(
     env["SLURM_STEP_NODELIST"] = nodelist
     env["SLURM_STEP_TASKS_PER_NODE"] = compress_counts(tasks_on_nodes)
     env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(ntasks)
-    env["SLURM_DISTRIBUTION"] = "block"
+    env["SLURM_DISTRIBUTION"] = distribution
     env["SLURM_PROCID"] = str(task.procid)
     env["SLURM_LOCALID"] = str(task.localid)
     env["SLURM_NODEID"] = str(task.nodeid)

@@ -1,7 +1,8 @@
 """srun inside a two-node job, on Caldera's local backend (two virtual nodes of this
 machine, shaped like the test cluster's node01 and node02) and on the real Slurm 22.05
 cluster: the same script, the same lines (layouts, per-task ids and node names, warnings,
-refusals and exit codes). Then OpenMPI's mpirun across the two virtual nodes, with an
+refusals and exit codes; SLURM_DISTRIBUTION, cyclic where no node gets two tasks, and
+SLURM_UMASK, srun's umask: Caldera said block and none). Then OpenMPI's mpirun across the two virtual nodes, with an
 allreduce that proves the ranks talk to each other (issue 14, item 3)."""
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ echo "== n3N2"; srun -n 3 -N 2 bash -c 'echo $SLURM_PROCID $SLURM_NODEID $SLURM_
 echo "== n0"; srun -n 0 true; echo "rc=$?"
 echo "== bad"; srun --bogus true; echo "rc=$?"
 echo "== noargs"; srun; echo "rc=$?"
+echo "== dist"; for a in "-n1" "-n2" "-n3" "-N1 -n2" "-m block:cyclic -n2" "-m plane=2 -n4"; do
+  echo "$a: $(srun $a printenv SLURM_DISTRIBUTION | sort -u)"; done
+echo "== umask"; srun -n1 printenv SLURM_UMASK; (umask 077; srun -n1 printenv SLURM_UMASK)
 """
 
 SITE = """

@@ -62,7 +62,8 @@ def _scenario(run: Run, submit: Callable[..., str]) -> list[str]:
     acct = ["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", f"{some},{every}"]
     # the array whose every task was cancelled ends as the bare id once its (empty)
     # remaining set is stored: under load that came after more than 5 quiet seconds
-    settled(lambda: run(acct).stdout, until=lambda text: f"{every}_[" not in text)
+    # (a loaded CI run's slurmdbd still had `EVERY_[0-3]` after 60 s: wait up to 180 s)
+    settled(lambda: run(acct).stdout, timeout=180, until=lambda text: f"{every}_[" not in text)
     say(acct, ids)
     return seen
 

@@ -2,8 +2,9 @@
 machine, shaped like the test cluster's node01 and node02) and on the real Slurm 22.05
 cluster: the same script, the same lines (layouts, per-task ids and node names, warnings,
 refusals and exit codes; SLURM_DISTRIBUTION, cyclic where no node gets two tasks, and
-SLURM_UMASK, srun's umask: Caldera said block and none). Then OpenMPI's mpirun across the two virtual nodes, with an
-allreduce that proves the ranks talk to each other (issue 14, item 3)."""
+SLURM_UMASK, srun's umask: Caldera said block and none). Then OpenMPI's mpirun across
+the two virtual nodes, with an allreduce that proves the ranks talk to each other (issue
+14, item 3)."""
 
 from __future__ import annotations
 

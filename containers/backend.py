@@ -19,7 +19,7 @@ import pwd
 import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import psutil
@@ -69,7 +69,7 @@ class LocalBackend:
         time_scale: float = 1.0,
         poll_interval: float = 0.05,
         docker_host: str | None = None,
-        switch_path: Sequence[str] = (),
+        topology: Mapping[str, tuple[str, str]] | None = None,
         def_mem_per_cpu_mb: int | None = None,
         slurm_conf: str | None = None,
         python: str = sys.executable,
@@ -85,6 +85,8 @@ class LocalBackend:
             lead times); 1.0 in production, small in tests.
         docker_host: Docker API URL for jobs with an image (default CALDERA_DOCKER_HOST, then
             DOCKER_HOST).
+        topology: each virtual node's (SLURM_TOPOLOGY_ADDR, ..._PATTERN) from slurm.conf's
+            switch tree (gateway/control/site_topology.py); a node without one gets its name.
         min_job_age: seconds a finished job's spool directory is kept after its end was
             reported (Slurm's MinJobAge); the gateway's store keeps what sacct needs.
         proctrack: how each run's processes are tracked (containers.proctrack): auto,
@@ -102,7 +104,6 @@ class LocalBackend:
         self.time_scale = time_scale
         self.poll_interval = poll_interval
         self.docker_host = docker_host
-        self.switch_path = tuple(switch_path)
         self.def_mem_per_cpu_mb = def_mem_per_cpu_mb
         self.slurm_conf = slurm_conf
         self.python = python
@@ -125,7 +126,7 @@ class LocalBackend:
             time_scale=time_scale,
             kill_wait_s=kill_wait,
             poll_interval_s=poll_interval,
-            switch_path=self.switch_path,
+            topology=dict(topology or {}),
             def_mem_per_cpu_mb=def_mem_per_cpu_mb,
             slurm_conf=slurm_conf,
             docker_host=docker_host,
@@ -158,7 +159,6 @@ class LocalBackend:
             partitions=(self.partition,),
             gres=gres,
             gpus=self.gpus,
-            switch=self.switch_path[-1] if self.switch_path else None,
         )
         part = Partition(name=self.partition, nodes=(self.node_name,), default=True)
         return ClusterState(name=self.cluster, nodes=(node,), partitions=(part,))

@@ -9,6 +9,7 @@ backend can find and end it without its supervisor: containers.docker_runner).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +20,10 @@ from containers.proc import login_environment
 from containers.spool import ContainerPlan, JobPlan
 from containers.srun_claim import JOB_GPUS_VAR, JobGpus
 from containers.srun_io import KILL_WAIT_VAR
+from containers.srun_layout import TOPOLOGY_VAR
 from containers.step_rules import PERIODIC_TIMEOUT_S
 from gateway.compat.filename import NO_TASK, PatternContext, default_output, expand_for_open
+from gateway.compat.hostlist import expand
 from gateway.compat.job_env import batch_environment, submit_rlimits, submit_umask
 from gateway.model.backend import BackendError, Launch
 from gateway.model.values import INFINITE
@@ -40,7 +43,7 @@ class NodeSettings:
     time_scale: float
     kill_wait_s: float
     poll_interval_s: float
-    switch_path: tuple[str, ...]
+    topology: Mapping[str, tuple[str, str]]  # node -> (SLURM_TOPOLOGY_ADDR, its pattern)
     def_mem_per_cpu_mb: int | None
     slurm_conf: str | None
     docker_host: str | None
@@ -68,11 +71,14 @@ def plan_job(launch: Launch, jobdir: Path, node: NodeSettings) -> JobPlan:
         node_id=0,
         cluster_name=node.cluster,
         login_env=login,
-        switch_path=node.switch_path,
+        topology=node.topology.get(batch_host),
         def_mem_per_cpu_mb=node.def_mem_per_cpu_mb,
         slurm_conf=node.slurm_conf,
     )
     env[STEP_DIR_VAR] = str(jobdir / "steps")
+    if node.topology:  # each node's address, for srun's tasks there
+        nodes = expand(env["SLURM_JOB_NODELIST"])
+        env[TOPOLOGY_VAR] = " ".join(node.topology.get(n, (n, ""))[0] for n in nodes)
     if any(p.gpus for p in launch.placement):
         env[JOB_GPUS_VAR] = _job_gpus(launch).render()
     env[KILL_WAIT_VAR] = str(node.kill_wait_s)

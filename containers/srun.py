@@ -52,7 +52,7 @@ from containers.srun_io import (
     step_status,
     task_file,
 )
-from containers.srun_layout import SrunExit, Step, allocation_from_env, parse, plan_step
+from containers.srun_layout import SrunExit, Step, allocation_from_env, node_env, parse, plan_step
 from containers.srun_options import step_distribution, umask_text
 from containers.srun_revoke import ALLOCATION_VAR, RevocationWatch
 from containers.srun_spawn import Spawned
@@ -166,7 +166,7 @@ def _start_tasks(
             mpi=opts.get("mpi"),
             distribution=dist,
         )
-        task_env["SLURMD_NODENAME"] = step.nodes[nodeid]
+        task_env.update(node_env(env, step.nodes[nodeid]))
         if gpus is not None:  # the step's own GPUs on this node, or none
             for name in STEP_GPU_VARS:
                 task_env.pop(name, None)

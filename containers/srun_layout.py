@@ -30,12 +30,18 @@ from gateway.compat.optypes import Arg
 from gateway.compat.quantity import str_to_mbytes
 
 __all__ = [
+    "TOPOLOGY_VAR",
     "Allocation",
     "SrunExit",
     "Step",
     "allocation_from_env",
+    "node_env",
     "plan_step",
 ]
+
+# the SLURM_TOPOLOGY_ADDR of each of the job's nodes, in SLURM_JOB_NODELIST's order, space
+# separated (set by the local backend when slurm.conf has a switch tree)
+TOPOLOGY_VAR = "CALDERA_TOPOLOGY_ADDRS"
 
 _ARGS = {"none": Arg.NONE, "required": Arg.REQUIRED, "optional": Arg.OPTIONAL}
 _SPECS = tuple(
@@ -119,6 +125,14 @@ def _counts(text: str) -> list[int]:
         value, _, reps = part.partition("(x")
         out.extend([int(value)] * (int(reps.rstrip(")")) if reps else 1))
     return out
+
+
+def node_env(env: Mapping[str, str], node: str) -> dict[str, str]:
+    """What a task's node sets in its environment, as that node's slurmd would: its name and
+    SLURM_TOPOLOGY_ADDR (its switches and name; the name alone without a switch tree)."""
+    nodes = expand(env.get("SLURM_JOB_NODELIST", ""))
+    addrs = dict(zip(nodes, env.get(TOPOLOGY_VAR, "").split(), strict=False))
+    return {"SLURMD_NODENAME": node, "SLURM_TOPOLOGY_ADDR": addrs.get(node, node)}
 
 
 def allocation_from_env(env: Mapping[str, str]) -> Allocation:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, Field
 
 from gateway.compat.hostlist import expand
+from gateway.compat.show_topo import topology_records
 from gateway.control.gateway import Gateway
 from gateway.control.node_admin_ops import drain_nodes, resume_nodes
 from gateway.control.submit import Caller
@@ -139,6 +141,12 @@ def node_router(
                 }
         listed = list(parts.values())
         return {"now": time.time(), "site": site, "nodes": out_nodes, "partitions": listed}
+
+    @router.get("/v1/topology")
+    async def topology(request: Request) -> dict[str, Any]:
+        """The local site's switch records (scontrol show topology)."""
+        caller_of(request, gw)
+        return {"switches": [asdict(r) for r in topology_records(gw.config.topology)]}
 
     @router.post("/v1/nodes/update")
     async def update(request: Request, body: NodeUpdateBody) -> dict[str, Any]:

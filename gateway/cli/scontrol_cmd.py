@@ -94,8 +94,8 @@ def _show(args: list[str], oneliner: bool, cluster: str | None = None) -> int:
 
 
 def _show_absent(what: str, rest: list[str]) -> int:
-    """What scontrol prints of what a Caldera site has none of: reservations, a switch
-    topology (topology/none), burst buffers; Slurm's words for an unknown entity."""
+    """What scontrol prints of what a Caldera site has none of: reservations, burst
+    buffers; Slurm's words for an unknown entity."""
     if _is(what, "reservations", 1) or _is(what, "reservationname", 1):
         if rest:
             write_out(f"Reservation {rest[0]} not found\n")
@@ -103,11 +103,23 @@ def _show_absent(what: str, rest: list[str]) -> int:
         write_out("No reservations in the system\n")
         return 0
     if _is(what, "topology", 1):
-        sys.stderr.write(f"{_PROG}: error: No topology information available\n")
-        return 0
+        return _show_topology(rest[0] if rest else None)
     if _is(what, "burstbuffer", 2):
         return 0
     raise _Fail(f"invalid entity:{what} for keyword:show ")
+
+
+def _show_topology(name: str | None) -> int:
+    from gateway.compat.show_topo import TopoRecord, show_topology
+
+    try:
+        data = call("GET", "/v1/topology")
+    except GatewayError as exc:
+        raise _Fail(f"slurm_load_topo error: {exc}") from exc
+    out, err = show_topology([TopoRecord(**r) for r in data.get("switches", ())], name)
+    write_out(out)
+    sys.stderr.write(err)
+    return 0
 
 
 def _show_jobs(rest: list[str], oneliner: bool, cluster: str | None = None) -> int:

@@ -351,7 +351,7 @@ def batch_environment(
     cluster_name: str | None = None,
     login_env: Mapping[str, str] | None = None,
     submit_dir: str | None = None,
-    switch_path: Sequence[str] = (),
+    topology: tuple[str, str] | None = None,
     def_mem_per_cpu_mb: int | None = None,
     slurm_conf: str | None = None,
 ) -> dict[str, str]:
@@ -361,7 +361,8 @@ def batch_environment(
     applied to it; an environment already filtered by the same rules is left as it is).
     `login_env` is what `su - user` would give (used only when the job asks for the user's
     environment: `--export` other than ALL, or `--get-user-env`); it fills missing names.
-    `switch_path` is the node's switches from the top (`("core", "spine1", "leaf1")`).
+    `topology` is the node's (SLURM_TOPOLOGY_ADDR, ..._PATTERN) when slurm.conf has a switch
+    tree (`("core.spine1.leaf1.node01", "switch.switch.switch.node")`); else its name.
     SLURM_TASK_PID is left to the process that execs the script.
     """
     job, spec = launch.job, launch.job.spec
@@ -423,8 +424,9 @@ def batch_environment(
     env["SLURM_JOB_GID"] = str(job.gid)
     env["SLURM_JOB_NAME"] = spec.name
     env["SLURMD_NODENAME"] = node_name
-    env["SLURM_TOPOLOGY_ADDR"] = ".".join([*switch_path, node_name])
-    env["SLURM_TOPOLOGY_ADDR_PATTERN"] = ".".join([*("switch" for _ in switch_path), "node"])
+    addr, pattern = topology or (node_name, "node")
+    env["SLURM_TOPOLOGY_ADDR"] = addr
+    env["SLURM_TOPOLOGY_ADDR_PATTERN"] = pattern
     if job.restart_count:
         env["SLURM_RESTART_COUNT"] = str(job.restart_count)
     else:

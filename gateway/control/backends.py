@@ -70,6 +70,7 @@ def make_backends(config: GatewayConfig) -> tuple[dict[str, Backend], dict[str, 
     if dup is not None:
         raise ValueError(f"cluster name {dup!r} is configured twice")
     from containers.backend import LocalBackend
+    from gateway.control.site_topology import node_addresses
 
     site = local_cluster(config)
     node = config.nodes[0]
@@ -88,6 +89,9 @@ def make_backends(config: GatewayConfig) -> tuple[dict[str, Backend], dict[str, 
         def_mem_per_cpu_mb=config.def_mem_per_cpu_mb or None,
         min_job_age=config.min_job_age_s,
         proctrack=config.proctrack,
+        topology=node_addresses(config.topology, (n.name for n in config.nodes))
+        if config.topology
+        else None,
     )
     backends: dict[str, Backend] = {config.cluster_name: local}
     if plans.slurm:

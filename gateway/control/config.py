@@ -17,6 +17,7 @@ from typing import Any
 
 import psutil
 
+from gateway.model.topology import Topology
 from gateway.scheduler.bf_params import parse_scheduler_parameters
 
 __all__ = [
@@ -127,6 +128,8 @@ class GatewayConfig:
     # slurm.conf Licenses (name, total) and EnforcePartLimits (NO, ANY, ALL)
     licenses: tuple[tuple[str, int], ...] = ()
     enforce_part_limits: str = "NO"
+    # slurm.conf's TopologyPlugin=topology/tree switch tree (gateway/control/site_topology.py)
+    topology: Topology | None = None
     # slurm.conf AccountingStorageTRES: the TRES accounted beyond cpu, mem, node, billing...
     # (gres/gpu:a100, license/matlab); None: not set, GPUs are (gateway/compat/tres.py)
     accounting_storage_tres: tuple[str, ...] | None = None
@@ -243,7 +246,7 @@ def load_config(home: Path | None = None, **overrides: Any) -> GatewayConfig:
     if path.exists():
         with path.open("rb") as fh:
             data = tomllib.load(fh)
-        known = {f.name for f in fields(GatewayConfig)} - {"clusters"}
+        known = {f.name for f in fields(GatewayConfig)} - {"clusters", "topology"}
         for key, value in data.items():
             if key == "cluster":
                 continue

@@ -16,6 +16,7 @@ from gateway.compat.duration import time_str_to_mins
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.compat.verify import SubmitError
 from gateway.control.config import GatewayConfig, LocalNodeConfig, PartitionConfig
+from gateway.control.site_topology import read_site_topology, switch_paths
 from gateway.control.slurm_conf import (
     SlurmConfError,
     parse_gres,
@@ -80,6 +81,7 @@ def local_cluster(config: GatewayConfig) -> ClusterState:
     )
     if partitions and not any(p.default for p in partitions):
         partitions = (replace(partitions[0], default=True), *partitions[1:])
+    paths = switch_paths(config.topology)
     nodes = tuple(
         Node(
             name=n.name,
@@ -96,6 +98,8 @@ def local_cluster(config: GatewayConfig) -> ClusterState:
             threads_per_core=n.threads_per_core,
             weight=n.weight,
             tmp_disk_mb=n.tmp_disk_mb,
+            switch=paths[n.name][0] if paths.get(n.name) else None,
+            uplinks=paths.get(n.name, ())[1:],
         )
         for n in config.nodes
     )
@@ -482,6 +486,7 @@ def from_slurm_conf(
         "licenses": conf.licenses,
         "enforce_part_limits": conf.enforce_part_limits,
     }
+    out["topology"] = read_site_topology(path, conf.topology_plugin)
     if conf.max_array_size is not None and "max_array_size" not in values:
         out["max_array_size"] = conf.max_array_size
     if conf.accounting_storage_tres is not None and "accounting_storage_tres" not in values:

@@ -1,6 +1,7 @@
 """Read the parts of a slurm.conf that describe a site to its users: nodes, partitions
 (with PriorityTier, PreemptMode, GraceTime), licences, GresTypes, DefMemPerCPU,
-EnforcePartLimits, MaxArraySize, and PreemptType/PreemptMode/PreemptExemptTime.
+EnforcePartLimits, MaxArraySize, PreemptType/PreemptMode/PreemptExemptTime, and
+TopologyPlugin (gateway/control/site_topology.py reads the topology.conf it names).
 
 Pure: text in, a `SlurmConf` out, so that the local site can be declared by the very file a
 real cluster uses (`[local] slurm_conf = "/etc/slurm/slurm.conf"` in caldera.toml). Keys are
@@ -93,6 +94,7 @@ class SlurmConf:
     accounting_storage_tres: tuple[str, ...] | None = None  # AccountingStorageTRES
     # KillWait, MinJobAge as caldera.toml's kill_wait_s, min_job_age_s
     timers: tuple[tuple[str, int], ...] = ()
+    topology_plugin: str | None = None  # TopologyPlugin (topology/tree reads topology.conf)
 
 
 def _words(text: str) -> frozenset[str]:
@@ -414,6 +416,8 @@ def _site(top: dict[str, tuple[str, str]]) -> dict[str, Any]:
         if lic is None:
             raise SlurmConfError(f"{where}: cannot read Licenses={text!r}")
         out["licenses"] = lic
+    if "topologyplugin" in top:
+        out["topology_plugin"] = top["topologyplugin"][0]
     if "grestypes" in top:
         out["gres_types"] = tuple(t for t in top["grestypes"][0].split(",") if t)
     if "accountingstoragetres" in top:

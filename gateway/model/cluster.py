@@ -87,6 +87,7 @@ class Node:
     tmp_disk_mb: int = 0
     weight: int = 1  # slurm.conf Weight: lower is allocated first
     switch: str | None = None  # leaf switch (or block) name
+    uplinks: tuple[str, ...] = ()  # the switches above `switch`, up to a root (topology.conf)
     reason: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
 

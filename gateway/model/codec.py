@@ -113,6 +113,7 @@ def node_to_dict(node: Node) -> dict[str, Any]:
     out["gres"] = [list(g) for g in node.gres]
     out["partitions"] = list(node.partitions)
     out["features"] = list(node.features)
+    out["uplinks"] = list(node.uplinks)
     return out
 
 
@@ -125,6 +126,7 @@ def node_from_dict(d: dict[str, Any]) -> Node:
     kwargs["gres"] = tuple((g[0], g[1], g[2]) for g in d.get("gres", ()))
     kwargs["partitions"] = tuple(d.get("partitions", ()))
     kwargs["features"] = tuple(d.get("features", ()))
+    kwargs["uplinks"] = tuple(d.get("uplinks", ()))
     return Node(**kwargs)
 
 

@@ -149,7 +149,11 @@ def place_gang(
 
 
 def _leaf_topology(snap: Snapshot) -> Topology | None:
-    paths = {f.node.name: [f.node.switch] for f in snap.free.values() if f.node.switch is not None}
+    paths = {
+        f.node.name: [f.node.switch, *f.node.uplinks]
+        for f in snap.free.values()
+        if f.node.switch is not None
+    }
     return Topology.from_paths(paths) if paths else None
 
 
@@ -157,7 +161,7 @@ class TopologyPlacement:
     """PlacementPlugin: fewest leaf switches, `--switches=N@wait` (see the module doc).
 
     `topology` is a Topology, a function of the snapshot returning one (e.g. per cluster
-    from the inventory), or None to use each node's `switch` (leaf only)."""
+    from the inventory), or None to use each node's `switch` and `uplinks`."""
 
     name = "topology"
 

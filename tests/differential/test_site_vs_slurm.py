@@ -123,6 +123,7 @@ def pair(cluster: SlurmStack) -> Iterator[Pair]:
     base = Path(tempfile.mkdtemp(prefix="h6a-site-", dir="/tmp"))
     text = "\n".join([cluster.slurm_conf.read_text(), LIMITED, *STATES.values(), ""])
     (base / "slurm.conf").write_text(text)
+    (base / "topology.conf").write_text((cluster.slurm_conf.parent / "topology.conf").read_text())
     declared = frozenset(p.name for p in parse_slurm_conf(text).partitions)
     gw = start_gateway(base, f'[local]\nslurm_conf = "{base / "slurm.conf"}"\n')
     p = Pair(cluster, gw, declared)

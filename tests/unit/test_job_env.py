@@ -25,10 +25,12 @@ from gateway.compat.job_env import (
 )
 from gateway.compat.optypes import ParseContext
 from gateway.compat.sbatch import parse_sbatch
+from gateway.control.site_topology import node_addresses
 from gateway.model.backend import Launch, RankPlacement
 from gateway.model.job import Job
 from gateway.model.jobspec import JobSpec
 from gateway.model.values import ArraySpec, IndexRange
+from gateway.topology.slurm_conf import parse_topology_conf
 
 GOLDEN = Path(__file__).parent / "golden" / "job_env"
 
@@ -53,12 +55,13 @@ _NOT_COMPARED = frozenset({"SLURM_WORKING_CLUSTER", "SLURM_TASK_PID"})
 # What the cluster's configuration gives every job (slurm.conf, topology.conf).
 CLUSTER_NAME = "caldera"
 DEF_MEM_PER_CPU = 100
-SWITCHES = {
-    "node01": ("core", "spine1", "leaf1"),
-    "node02": ("core", "spine1", "leaf1"),
-    "node03": ("core", "spine1", "leaf2"),
-    "node04": ("core", "spine1", "leaf2"),
-}
+# testenv/slurm's topology.conf, the cluster's the golden files were recorded on
+TOPOLOGY = parse_topology_conf(
+    "SwitchName=leaf1 Nodes=node[01-02]\nSwitchName=leaf2 Nodes=node[03-04]\n"
+    "SwitchName=leaf3 Nodes=big[001-032]\nSwitchName=leaf4 Nodes=big[033-064]\n"
+    "SwitchName=leaf5 Nodes=big[065-100]\nSwitchName=spine1 Switches=leaf[1-2]\n"
+    "SwitchName=spine2 Switches=leaf[3-5]\nSwitchName=core Switches=spine[1-2]\n"
+)
 # The submitting environment every shape uses (plus PATH/HOME/SLURM_CONF).
 SUBMIT_VARS = {"A": "aval", "FOO": "bar"}
 
@@ -202,7 +205,7 @@ def expected_environment(
         cluster_name=CLUSTER_NAME,
         login_env={"HOME": "/root", "PATH": "/usr/bin:/bin", "SHELL": "/bin/bash"},
         submit_dir=submit_dir,
-        switch_path=SWITCHES[nodes[0].node],
+        topology=node_addresses(TOPOLOGY, [nodes[0].node])[nodes[0].node],
         def_mem_per_cpu_mb=DEF_MEM_PER_CPU,
         slurm_conf=slurm_conf,
     )

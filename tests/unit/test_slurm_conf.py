@@ -190,8 +190,10 @@ def _home(tmp_path: Path, toml: str) -> Path:
 def test_local_slurm_conf_describes_the_local_site(tmp_path: Path) -> None:
     conf = tmp_path / "slurm.conf"
     conf.write_text(TEMPLATE.read_text())
+    (tmp_path / "topology.conf").write_text((TEMPLATE.parent / "topology.conf.in").read_text())
     cfg = load_config(_home(tmp_path, '[local]\nslurm_conf = "slurm.conf"\n'))
     site = local_cluster(cfg)
+    assert site.nodes[0].switch == "leaf1"  # TopologyPlugin=topology/tree: its topology.conf
     assert cfg.def_mem_per_cpu_mb == 100
     node04 = next(n for n in site.nodes if n.name == "node04")
     assert node04.gres == (("gpu", "a100", 4),)

@@ -165,6 +165,12 @@ def _waiting_scenario(run: Run, submit: Callable[..., str], where: Path, side: s
     return [x for x in lines if not racy(x)] + ["told:", *told]
 
 
+# slurmstepd's `*** STEP JOB.0 ON node01 CANCELLED ***` for the running step: the cluster
+# printed it in 3 of 4 runs of this scenario in a row (2026-11-28), so it is compared only
+# where both sides have it
+_STEP_LINE = "slurmstepd-node01: error: *** STEP JOB.0 ON node01 CANCELLED AT <time> ***"
+
+
 def test_an_srun_waiting_for_its_step_when_the_job_ends_says_so_as_slurm_does(
     cluster: SlurmStack,
 ) -> None:
@@ -183,6 +189,8 @@ def test_an_srun_waiting_for_its_step_when_the_job_ends_says_so_as_slurm_does(
         ours = _waiting_scenario(
             lambda argv: gw.run(argv), lambda *args: str(gw.sbatch(*args)), where, "ours"
         )
+    if _STEP_LINE not in theirs:
+        ours = [line for line in ours if line != _STEP_LINE]
     assert ours == theirs, "\n".join([*ours, "=== real Slurm:", *theirs])
     shutil.rmtree(where, ignore_errors=True)
 

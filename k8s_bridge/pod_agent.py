@@ -28,6 +28,7 @@ import time
 from typing import BinaryIO
 
 from k8s_bridge.pod_init import signal_all
+from k8s_bridge.pod_launch_plan import task_umask
 from k8s_bridge.pod_wire import (
     AUTH,
     AUTH_SIZE,
@@ -109,6 +110,7 @@ class _Task(socketserver.StreamRequestHandler):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                umask=task_umask(env),
             )
         except OSError as exc:
             line = f"slurmstepd-{self.node}: error: execve(): {argv[0]}: {exc.strerror}\n"

@@ -323,6 +323,16 @@ def task_env(
     return env
 
 
+def task_umask(env: Mapping[str, str]) -> int:
+    """The umask slurmstepd gives a task: its SLURM_UMASK (octal, srun's own umask unless
+    the caller set one); -1 (unchanged, Popen's default) when absent or not octal."""
+    try:
+        mask = int(env.get("SLURM_UMASK", ""), 8)
+    except ValueError:
+        return -1
+    return mask if 0 <= mask <= 0o777 else -1
+
+
 def describe_failures(node: str, statuses: Mapping[int, int]) -> list[str]:
     """srun's `error: NODE: task(s) X: ...` lines for one node (wait statuses by rank)."""
     names = {9: "Killed", 15: "Terminated", 11: "Segmentation fault", 6: "Aborted"}

@@ -49,6 +49,7 @@ from containers.srun_claim import (
     job_share,
     step_ask,
 )
+from containers.srun_options import umask_text
 from containers.step_alloc import JobShare
 from containers.step_book import Claimed
 from containers.step_rules import recorded_state, recorded_status
@@ -66,6 +67,7 @@ from k8s_bridge.pod_launch_plan import (
     plan,
     srun_status,
     task_env,
+    task_umask,
 )
 from k8s_bridge.pod_signal import FORWARDED
 from k8s_bridge.pod_signal import main as signal_main
@@ -243,6 +245,7 @@ class Local(_Task):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                umask=task_umask(env),
             )
         except OSError as exc:
             node = env.get("SLURMD_NODENAME", "")
@@ -343,6 +346,7 @@ def _run(
     early: list[int],
 ) -> int:
     here = env.get("SLURMD_NODENAME", os.uname().nodename)
+    env = {"SLURM_UMASK": umask_text(), **env}  # srun's own umask unless the caller set one
     remote = sorted({n for n in nodes if n != here})
     wait_s = float(env.get("CALDERA_HOSTS_WAIT", "300"))
     hosts = addresses(remote, wait_s, env.get("CALDERA_HOSTS_FILE", HOSTS_PATH)) if remote else {}

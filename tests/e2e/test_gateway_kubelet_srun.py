@@ -52,6 +52,8 @@ srun --multi-prog mp.conf
 echo "== srun -o"
 srun -o task-%t.out sh -c 'echo to-file $SLURM_PROCID $(hostname)'
 cat task-0.out task-1.out task-2.out task-3.out
+echo "== umask"
+(umask 027; srun -N 2 -n 2 sh -c 'echo $SLURM_UMASK; f=made-$SLURM_PROCID; : >$f; stat -c %a $f')
 """
 
 
@@ -122,9 +124,9 @@ def test_srun_and_mpirun_reach_every_rank_across_both_nodes(
     assert rows.split()[1] == f"{job}.batch|COMPLETED|0:0|{first}", rows
     # each srun a step, as rank 0's srun recorded it in its termination message: hostname,
     # -n 4, -N 2 env, the failing one (each node's last task: 2 and 4), mpirun's orted
-    # (rank 1's node only), --multi-prog, -o
+    # (rank 1's node only), --multi-prog, -o, the umask one
     steps = {r.split("|")[0]: r.split("|", 1)[1] for r in rows.split()[2:]}
-    assert list(steps) == [f"{job}.{n}" for n in range(7)], rows
+    assert list(steps) == [f"{job}.{n}" for n in range(8)], rows
     assert steps[f"{job}.0"] == "COMPLETED|0:0|kubelet-node-[01-02]", rows
     assert steps[f"{job}.3"] == "FAILED|4:0|kubelet-node-[01-02]", rows
     assert steps[f"{job}.4"].endswith("|" + gw.job(job)["nodes"][1]), rows  # type: ignore[index]
@@ -179,6 +181,9 @@ def test_srun_and_mpirun_reach_every_rank_across_both_nodes(
         f"to-file 2 {pod1}",
         f"to-file 3 {pod1}",
     ], output
+    # srun's umask goes to every task as SLURM_UMASK, and a remote rank's agent applies it
+    # (the test cluster's tasks show 0027 after `umask 027`; files they make are 640)
+    assert sorted(_section(output, "umask")) == ["0027", "0027", "640", "640"], output
     assert_nothing_left(kube, ns)
 
 

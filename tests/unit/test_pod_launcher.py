@@ -608,3 +608,13 @@ def test_options_from_the_environment_match_the_local_runner(
     except lp.SrunExit as exc:
         got = (list(exc.lines), exc.status)
     assert got == want
+
+
+def test_a_task_gets_srun_umask_as_slurmstepd_applies_it() -> None:
+    # srun passes its umask as SLURM_UMASK (0022; 0077 after `umask 077`, as on the test
+    # cluster); the task in the pod starts with it, or unchanged when it is absent or junk
+    assert lp.task_umask({"SLURM_UMASK": "0077"}) == 0o077
+    assert lp.task_umask({"SLURM_UMASK": "0022"}) == 0o022
+    assert lp.task_umask({}) == -1
+    assert lp.task_umask({"SLURM_UMASK": "09"}) == -1
+    assert lp.task_umask({"SLURM_UMASK": "17777"}) == -1

@@ -303,6 +303,8 @@ def task_env(
     env["SLURM_LOCALID"] = str(localid)
     env["SLURM_NODEID"] = str(nodeid)
     env["SLURM_GTIDS"] = ",".join(str(first + i) for i in range(layout[nodeid]))
+    if "SLURM_JOB_CPUS_PER_NODE" in env:  # srun's het-job name for the (one) allocation
+        env["SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0"] = env["SLURM_JOB_CPUS_PER_NODE"]
     if cpus_per_task is not None:
         env["SLURM_CPUS_PER_TASK"] = str(cpus_per_task)
     if "label" in opts:

@@ -482,6 +482,8 @@ def task_environment(
     env["SLURM_LOCALID"] = str(task.localid)
     env["SLURM_NODEID"] = str(task.nodeid)
     env["SLURM_GTIDS"] = ",".join(str(first_rank + i) for i in range(here))
+    if "SLURM_JOB_CPUS_PER_NODE" in env:  # srun's het-job name for the (one) allocation
+        env["SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0"] = env["SLURM_JOB_CPUS_PER_NODE"]
     if cpus_per_task is not None:
         env["SLURM_CPUS_PER_TASK"] = str(cpus_per_task)
     if label:

@@ -22,6 +22,7 @@ __all__ = [
     "drop_privileges",
     "fork_masked",
     "login_environment",
+    "own_hostname",
     "pids_rss_kb",
     "reap_exited",
     "set_child_subreaper",
@@ -30,6 +31,7 @@ __all__ = [
 ]
 
 _PR_SET_CHILD_SUBREAPER = 36
+_CLONE_NEWUTS = 0x04000000
 # Signals Python changes at start-up; a job must see the defaults.
 _PYTHON_IGNORED = (signal.SIGPIPE, signal.SIGXFSZ)
 
@@ -41,6 +43,23 @@ def set_child_subreaper() -> bool:
         return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
+
+
+def own_hostname(node: str) -> None:
+    """Name this process's host after its virtual node, as a Slurm node answers `hostname`
+    with its own name: a UTS namespace of its own (inherited by what it starts), when it
+    may make one (root, before dropping privileges) and `node` is not this machine's name.
+    Otherwise nothing changes."""
+    machine = socket.gethostname()
+    if os.geteuid() != 0 or not node or node in (machine, machine.split(".")[0]):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if int(libc.unshare(_CLONE_NEWUTS)) != 0:
+            return
+        socket.sethostname(node)
+    except (OSError, AttributeError):
+        return
 
 
 def drop_privileges(uid: int, gid: int, groups: Sequence[int]) -> None:

@@ -21,6 +21,7 @@ from containers.proc import (
     descendants,
     drop_privileges,
     fork_masked,
+    own_hostname,
     pids_rss_kb,
     reap_exited,
     signal_processes,
@@ -184,6 +185,7 @@ class ProcessRunner:
                 os.dup2(self.io.stderr, 2)
                 os.umask(plan.umask)
                 apply_rlimits(plan.rlimits)  # not the daemon's raised limits: the user's
+                own_hostname(plan.node)  # `hostname` says the batch host, as on Slurm
                 drop_privileges(plan.uid, plan.gid, plan.groups)
                 try:
                     os.chdir(plan.workdir)

@@ -46,6 +46,7 @@ echo "== dist"; for a in "-n1" "-n2" "-n3" "-N1 -n2" "-m block:cyclic -n2" "-m p
   echo "$a: $(srun $a printenv SLURM_DISTRIBUTION | sort -u)"; done
 echo "== umask"; srun -n1 printenv SLURM_UMASK; (umask 077; srun -n1 printenv SLURM_UMASK)
 echo "== pack"; srun -l printenv SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0 | sort
+echo "== hostname"; hostname; srun -N1 -n1 hostname
 """
 
 SITE = """

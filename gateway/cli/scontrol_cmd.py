@@ -56,7 +56,9 @@ def _is(word: str, command: str, minimum: int = 3) -> bool:
     return len(w) >= min(minimum, len(command)) and command.startswith(w)
 
 
-def _show(args: list[str], oneliner: bool, cluster: str | None = None) -> int:
+def _show(
+    args: list[str], oneliner: bool, cluster: str | None = None, details: bool = False
+) -> int:
     if not args:
         raise _Fail("too few arguments for keyword:show")
     if len(args) > 2:
@@ -79,7 +81,7 @@ def _show(args: list[str], oneliner: bool, cluster: str | None = None) -> int:
         write_out(compress(expand(rest[0] if rest else "")) + "\n")
         return 0
     if _is(what, "job", 1) or _is(what, "jobs", 1):
-        return _show_jobs(rest, oneliner, cluster)
+        return _show_jobs(rest, oneliner, cluster, details)
     if _is(what, "nodes", 1):
         return _show_nodes(rest, oneliner)
     if _is(what, "partitions", 1):
@@ -122,7 +124,9 @@ def _show_topology(name: str | None) -> int:
     return 0
 
 
-def _show_jobs(rest: list[str], oneliner: bool, cluster: str | None = None) -> int:
+def _show_jobs(
+    rest: list[str], oneliner: bool, cluster: str | None = None, details: bool = False
+) -> int:
     from gateway.compat.clusters import on_clusters
     from gateway.compat.show_fmt import show_job
 
@@ -158,7 +162,9 @@ def _show_jobs(rest: list[str], oneliner: bool, cluster: str | None = None) -> i
     elif not rest:
         jobs = list_order(jobs)
     site = site_from(data)
-    write_out("".join(show_job(j, now=now, site=site, one_liner=oneliner) for j in jobs))
+    write_out(
+        "".join(show_job(j, now=now, site=site, one_liner=oneliner, details=details) for j in jobs)
+    )
     return 0
 
 
@@ -337,12 +343,14 @@ def _ping() -> int:
     return 0
 
 
-def _run(words: list[str], oneliner: bool, cluster: str | None = None) -> int:
+def _run(
+    words: list[str], oneliner: bool, cluster: str | None = None, details: bool = False
+) -> int:
     if not words:
         raise _Fail("no command given")
     cmd, rest = words[0].lower(), words[1:]
     if _is(cmd, "show", 2):
-        return _show(rest, oneliner, cluster)
+        return _show(rest, oneliner, cluster, details)
     if _is(cmd, "update", 2):
         return update(rest)
     if _is(cmd, "ping", 2):
@@ -395,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         cluster = _one_cluster(opts.text("clusters"))
-        return _run(opts.operands, opts.flag("oneliner"), cluster)
+        return _run(opts.operands, opts.flag("oneliner"), cluster, opts.flag("details"))
     except _Fail as exc:
         sys.stderr.write("\n".join(exc.lines) + "\n")
         return 1

@@ -107,8 +107,9 @@ def show_job(
     extras: JobExtras | None = None,
     site: SiteDefaults | None = None,
     one_liner: bool = False,
+    details: bool = False,
 ) -> str:
-    """One `scontrol show job` record (`-o`: one line)."""
+    """One `scontrol show job` record (`-o`: one line; `-d`: with DerivedExitCode)."""
     site = site or SiteDefaults()
     v = job_values(job, own_extras(job, now) if extras is None else extras, site)
     ex, spec = v.extras, job.spec
@@ -145,6 +146,8 @@ def show_job(
         f"Requeue={int(v.requeue)} Restarts={v.restarts} "
         f"BatchFlag={int(v.batch_flag)} Reboot=0 ExitCode={code}:{sig}"
     )
+    if details:
+        lines.append("DerivedExitCode={}:{}".format(*exit_code_pair(job.derived_exit_code)))
     limit = "Partition_Limit" if job.time_limit == NO_VAL else mins_to_str(job.time_limit)
     time_min = mins_to_str(v.time_min) if v.time_min else "N/A"
     lines.append(f"RunTime={secs_to_str(v.time_used(now))} TimeLimit={limit} TimeMin={time_min}")

@@ -121,3 +121,32 @@ def test_an_unknown_node_is_refused_as_slurm_refuses_it(
     argv = ["scontrol", "update", "NodeName=nosuch9", "State=DRAIN", "Reason=x"]
     real, ours = _real(argv), gateway.run(argv)
     assert (ours.returncode, ours.stderr) == (real.returncode, real.stderr)
+
+
+def _exit_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "ExitCode=" in line]
+
+
+def test_show_job_details_add_the_derived_exit_code(cluster: SlurmStack, gateway: Gateway) -> None:
+    """`scontrol -d show job` of a finished job whose step failed (3) while its script
+    ended 0: `ExitCode=0:0` then `DerivedExitCode=3:0`, as the cluster prints them; the
+    same without -d has no DerivedExitCode line (-d's `JOB_GRES=`/`Nodes=... CPU_IDs=`
+    lines are not compared: docs/compatibility.md)."""
+    wrap = "srun sh -c 'exit 3'; true"
+    sub = _real(["sbatch", "--parsable", "-N1", "-t", "5", "-o", "/dev/null", "--wrap", wrap])
+    assert sub.returncode == 0, sub.stderr
+    real_id = job_id_from_sbatch(sub.stdout)
+    ours_id = gateway.sbatch("-N1", "-t", "5", "-o", "/dev/null", "--wrap", wrap)
+    gateway.wait(ours_id, timeout=60)
+    deadline = time.monotonic() + 60
+    while "JobState=COMPLETED" not in _real(["scontrol", "show", "job", real_id]).stdout:
+        assert time.monotonic() < deadline, "the real job did not complete"
+        time.sleep(0.5)
+    for argv in (["-d", "show", "job"], ["show", "job", "-d"], ["show", "job"]):
+        real = _exit_lines(_real(["scontrol", *argv, real_id]).stdout)
+        ours = _exit_lines(gateway.ok(["scontrol", *argv, str(ours_id)]))
+        assert ours == real, argv
+    assert real[-1].endswith("ExitCode=0:0")  # the cluster as meant, without -d
+    assert "   DerivedExitCode=3:0" in _exit_lines(
+        _real(["scontrol", "-d", "show", "job", real_id]).stdout
+    )

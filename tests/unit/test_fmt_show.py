@@ -3,6 +3,8 @@ scontrol 22.05 output for the same job, node or partition (see test_fmt_records)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gateway.compat.fmt_common import PartitionExtras
 from gateway.compat.show_fmt import show_job, show_jobs, show_node, show_partition
 from gateway.model.job import Job
@@ -84,6 +86,21 @@ def test_one_liner() -> None:
         " Command=(null) WorkDir=/tmp/fmtx StdErr=/tmp/fmtx/slurm-594.out StdIn=/dev/null"
         " StdOut=/tmp/fmtx/slurm-594.out Power= \n"
     )
+
+
+def test_details_add_the_derived_exit_code_after_the_exit_code() -> None:
+    """`scontrol show job -d` (job_info.c's line 5a): `DerivedExitCode=` (the highest step
+    exit code, or the signal) after ExitCode, in every state; absent without -d."""
+    job = replace(_job(594), derived_exit_code=3 << 8)
+    plain = show_job(job, now=float(T0 + 73), extras=SQUEUE_EXTRAS[594], site=SITE)
+    detailed = show_job(job, now=float(T0 + 73), extras=SQUEUE_EXTRAS[594], site=SITE, details=True)
+    assert "DerivedExitCode" not in plain
+    lines = detailed.splitlines()
+    at = next(i for i, line in enumerate(lines) if "ExitCode=0:0" in line)
+    assert lines[at + 1] == "   DerivedExitCode=3:0"
+    assert [line for line in lines if "DerivedExitCode" not in line] == plain.splitlines()
+    signalled = replace(job, derived_exit_code=9)
+    assert "   DerivedExitCode=0:9\n" in show_job(signalled, now=float(T0), details=True)
 
 
 def test_several_records_keep_their_order() -> None:

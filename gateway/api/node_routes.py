@@ -116,6 +116,7 @@ def node_router(
                 f = free.get(node.name)
                 d["alloc_cpus"] = node.cpus - f.cpus if f is not None else 0
                 d["alloc_memory_mb"] = node.memory_mb - f.memory_mb if f is not None else 0
+                d["alloc_gpus"] = len(node.gpus) - len(f.gpus) if f is not None else 0
                 d["cluster"] = cluster.name
                 if cluster.name == gw.config.cluster_name:  # virtual nodes of this machine
                     d["cpu_load"] = load

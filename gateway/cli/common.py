@@ -8,14 +8,12 @@ from typing import Any
 from gateway.cli.fastclient import FastClient, FastClientError, refusal_text
 from gateway.cli.paths import socket_path
 from gateway.compat.job_fields import site_from
-from gateway.model.cluster import ClusterState
-from gateway.model.codec import job_from_dict, node_from_dict, partition_from_dict
+from gateway.model.codec import job_from_dict
 from gateway.model.job import Job
 
 __all__ = [
     "GatewayError",
     "call",
-    "cluster_from",
     "fetch_jobs",
     "site_from",
     "write_out",
@@ -52,23 +50,6 @@ def fetch_jobs(url: str = "/v1/jobs") -> tuple[list[Job], float, dict[str, Any]]
     """Jobs, the gateway's clock, and the raw document."""
     data = call("GET", url)
     return [job_from_dict(j) for j in data["jobs"]], float(data["now"]), data
-
-
-def cluster_from(data: dict[str, Any]) -> ClusterState:
-    """The /v1/nodes document as one ClusterState."""
-    nodes = tuple(
-        node_from_dict(
-            {
-                k: v
-                for k, v in n.items()
-                if k not in ("alloc_cpus", "alloc_memory_mb", "cluster", "cpu_load")
-            }
-        )
-        for n in data["nodes"]
-    )
-    parts = tuple(partition_from_dict(p) for p in data["partitions"])
-    name = data["nodes"][0].get("cluster", "caldera") if data["nodes"] else "caldera"
-    return ClusterState(name=name, nodes=nodes, partitions=parts)
 
 
 def write_out(text: str) -> None:

@@ -1,11 +1,13 @@
 """The /v1/nodes document as the node formatters take it: nodes, and what slurmctld
-reports beside them (CPUs and memory allocated, who drained a node and when)."""
+reports beside them (CPUs, memory and GPUs allocated, their TRES, who drained a node and
+when), and the partitions' extras (their TRES too)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from gateway.compat.fmt_common import NodeExtras, PartitionExtras
+from gateway.compat.tres import TresNames, node_alloc_tres, node_tres, partition_tres
 from gateway.model.cluster import ClusterState, Partition
 from gateway.model.codec import node_from_dict, partition_from_dict
 
@@ -13,6 +15,7 @@ __all__ = ["nodes_view", "partition_extras"]
 
 _EXTRA_KEYS = (
     "alloc_cpus",
+    "alloc_gpus",
     "alloc_memory_mb",
     "cluster",
     "cpu_load",
@@ -26,13 +29,18 @@ def nodes_view(data: dict[str, Any]) -> tuple[ClusterState, dict[str, NodeExtras
     """One ClusterState of every node and partition, and each node's extras."""
     nodes = []
     extras: dict[str, NodeExtras] = {}
+    names = site_tres(data)
     for raw in data["nodes"]:
         node = node_from_dict({k: v for k, v in raw.items() if k not in _EXTRA_KEYS})
         nodes.append(node)
         when = raw.get("reason_time")
+        cpus, mem = int(raw.get("alloc_cpus", 0)), int(raw.get("alloc_memory_mb", 0))
         extras[node.name] = NodeExtras(
-            alloc_cpus=int(raw.get("alloc_cpus", 0)),
-            alloc_memory=int(raw.get("alloc_memory_mb", 0)),
+            alloc_cpus=cpus,
+            alloc_memory=mem,
+            tres=node_tres(node, names),
+            tres_used=node_alloc_tres(node, names, cpus, mem, int(raw.get("alloc_gpus", 0)))
+            or None,
             cpu_load=raw.get("cpu_load"),
             reason_time=None if when is None else float(when),
             reason_user=raw.get("reason_user"),
@@ -44,10 +52,25 @@ def nodes_view(data: dict[str, Any]) -> tuple[ClusterState, dict[str, NodeExtras
     return ClusterState(name=name, nodes=tuple(nodes), partitions=parts), extras
 
 
-def partition_extras(part: Partition) -> PartitionExtras:
+def site_tres(data: dict[str, Any]) -> TresNames:
+    """The TRES the site accounts (its AccountingStorageTRES; None: every GRES)."""
+    names = data.get("site", {}).get("tres_names")
+    return TresNames(None if names is None else tuple(str(n) for n in names))
+
+
+def partition_extras(
+    part: Partition, cluster: ClusterState | None = None, data: dict[str, Any] | None = None
+) -> PartitionExtras:
     """What a configured partition adds to `scontrol show partition`: OverSubscribe as
     slurmctld's max_share (0 EXCLUSIVE, 1 NO, n YES:n, n|0x8000 FORCE:n), DefMemPerCPU, State,
-    PriorityTier, PriorityJobFactor, PreemptMode and GraceTime."""
+    PriorityTier, PriorityJobFactor, PreemptMode and GraceTime; its TRES (its nodes' and the
+    site's licences) given the cluster and the /v1/nodes document."""
+    tres = None
+    if cluster is not None and data is not None:
+        members = set(part.nodes)
+        licences = [(str(n), int(t)) for n, t, _ in data.get("site", {}).get("licenses", ())]
+        nodes = (n for n in cluster.nodes if n.name in members)
+        tres = partition_tres(nodes, site_tres(data), licences)
     kind, _, num = part.oversubscribe.partition(":")
     share = {"EXCLUSIVE": 0, "NO": 1}.get(kind, int(num or 4))
     return PartitionExtras(
@@ -58,4 +81,5 @@ def partition_extras(part: Partition) -> PartitionExtras:
         priority_job_factor=part.priority_job_factor,
         preempt_mode=part.preempt_mode,
         grace_time=part.grace_time_s,
+        tres=tres,
     )

@@ -12,7 +12,6 @@ from dataclasses import replace
 from gateway.cli.common import (
     GatewayError,
     call,
-    cluster_from,
     fetch_jobs,
     site_from,
     write_out,
@@ -217,13 +216,15 @@ def _show_partitions(rest: list[str], oneliner: bool) -> int:
         data = call("GET", "/v1/nodes")
     except GatewayError as exc:
         raise _Fail(f"slurm_load_partitions error: {exc}") from exc
-    cluster = cluster_from(data)
+    cluster, _ = nodes_view(data)
     parts = [p for p in cluster.partitions if not rest or p.name == rest[0]]
     if not parts:
         raise _Fail(f"Partition {rest[0]} not found")
     write_out(
         "".join(
-            show_partition(p, cluster, extras=partition_extras(p), one_liner=oneliner)
+            show_partition(
+                p, cluster, extras=partition_extras(p, cluster, data), one_liner=oneliner
+            )
             for p in parts
         )
     )

@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     now = float(data["now"])
     if opts.text("clusters") is None:
-        pex = {p.name: partition_extras(p) for p in cluster.partitions}
+        pex = {p.name: partition_extras(p, cluster, data) for p in cluster.partitions}
         write_out(render_sinfo(cluster, options, now=now, node_extras=extras, partition_extras=pex))
         return 0
     return _by_cluster(opts.text("clusters") or "", data, cluster, options, extras, now)

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gateway.compat.fmt_common import UNIT_MEGA, convert_num_unit
+from gateway.model.cluster import Node
 from gateway.model.values import GresItem
 from gateway.scheduler.licenses import license_request
 
@@ -27,6 +28,9 @@ __all__ = [
     "TresNames",
     "count_gres",
     "licence_counts",
+    "node_alloc_tres",
+    "node_tres",
+    "partition_tres",
     "recorded_count",
     "recorded_gpus",
 ]
@@ -99,3 +103,46 @@ def recorded_gpus(text: str | None, nodes: int) -> list[int] | None:
     if not text or len(parts) != nodes or None in counts:
         return None
     return [c for c in counts if c is not None]
+
+
+def _node_gres(counts: TresCounts, node: Node, gpus: int | None = None) -> None:
+    """The node's GRES (its GPUs in use instead, when `gpus` is given), with their types."""
+    for name, gtype, count in node.gres:
+        if gpus is not None and name != "gpu":
+            continue
+        n = count if gpus is None else gpus
+        for key in (f"gres/{name}", f"gres/{name}:{gtype}" if gtype else ""):
+            if key and n:
+                counts[key] = counts.get(key, 0) + n
+
+
+def node_tres(node: Node, names: TresNames) -> str:
+    """scontrol's CfgTRES of a node: `cpu=2,mem=2000M,billing=2,gres/gpu=4,gres/gpu:a100=4`."""
+    counts: TresCounts = {"cpu": node.cpus, "mem": node.memory_mb, "billing": node.cpus}
+    _node_gres(counts, node)
+    return names.render(counts)
+
+
+def node_alloc_tres(node: Node, names: TresNames, cpus: int, memory_mb: int, gpus: int) -> str:
+    """scontrol's AllocTRES of a node: what its jobs hold (`cpu=1,mem=300M,gres/gpu=2,
+    gres/gpu:a100=2`, no billing); empty when nothing."""
+    counts: TresCounts = {k: v for k, v in (("cpu", cpus), ("mem", memory_mb)) if v}
+    if gpus:
+        _node_gres(counts, node, gpus)
+    return names.render(counts)
+
+
+def partition_tres(
+    nodes: Iterable[Node], names: TresNames, licenses: Iterable[tuple[str, int]] = ()
+) -> str:
+    """scontrol's partition TRES: its nodes' sums and the site's licences (`cpu=8,mem=8000M,
+    node=4,billing=8,gres/gpu=6,gres/gpu:a100=4,license/cscratch1=1000`)."""
+    counts: TresCounts = {"cpu": 0, "mem": 0, "node": 0, "billing": 0}
+    for node in nodes:
+        counts["cpu"] += node.cpus
+        counts["mem"] += node.memory_mb
+        counts["node"] += 1
+        counts["billing"] += node.cpus
+        _node_gres(counts, node)
+    counts.update((f"license/{name}", total) for name, total in licenses)
+    return names.render(counts)

@@ -14,10 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Annotated, Any
 
+import psutil
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, Field
 
 from gateway.compat.hostlist import expand
+from gateway.compat.options_help import SLURM_COMPAT_VERSION
 from gateway.compat.show_topo import topology_records
 from gateway.control.gateway import Gateway
 from gateway.control.node_admin_ops import drain_nodes, resume_nodes
@@ -93,6 +95,21 @@ def machine_load() -> int:
     return int(os.getloadavg()[0] * 100)
 
 
+def machine_facts() -> dict[str, Any]:
+    """What a slurmd on this machine reports of it, so what the local site's virtual nodes
+    report: Arch, OS (uname), FreeMem (sysinfo's free RAM, MiB), BootTime, Version, and
+    SlurmdStartTime (the gateway's start)."""
+    u = os.uname()
+    return {
+        "arch": u.machine,
+        "os": f"{u.sysname} {u.release} {u.version}",
+        "free_memory": psutil.virtual_memory().free // (1024 * 1024),
+        "boot_time": psutil.boot_time(),
+        "slurmd_start_time": psutil.Process().create_time(),
+        "version": SLURM_COMPAT_VERSION,
+    }
+
+
 def node_router(
     gw: Gateway,
     caller_of: Callable[[Request, Gateway], Caller],
@@ -108,6 +125,7 @@ def node_router(
         states = node_states(gw)
         free = gw.free_resources()
         load = machine_load()
+        facts = machine_facts()
         out_nodes = []
         for cluster in drain_overlay(gw.clusters, gw.drained).values():
             for node in cluster.nodes:
@@ -120,6 +138,7 @@ def node_router(
                 d["cluster"] = cluster.name
                 if cluster.name == gw.config.cluster_name:  # virtual nodes of this machine
                     d["cpu_load"] = load
+                    d.update(facts)
                 admin = gw.drained.get(node.name)
                 if admin is not None:
                     d["reason_time"] = admin.time

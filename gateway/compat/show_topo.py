@@ -70,8 +70,5 @@ def show_topology(records: Sequence[TopoRecord], name: str | None) -> tuple[str,
         wanted = set()
     matched = [r for r in records if r.nodes and wanted and wanted <= set(expand(r.nodes))]
     if not matched:
-        return (
-            "",
-            f"scontrol: error: Topology information contains no switch or node named {name}\n",
-        )
+        return "", f"scontrol: error: {NO_MATCH} {name}\n"
     return "".join(r.line() + "\n" for r in matched), ""

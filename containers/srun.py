@@ -33,6 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+from containers import srun_layout as layout
 from containers.multi_prog import MultiProgError, multi_prog
 from containers.srun_claim import (
     STEP_GPU_VARS,
@@ -52,7 +53,7 @@ from containers.srun_io import (
     step_status,
     task_file,
 )
-from containers.srun_layout import SrunExit, Step, allocation_from_env, node_env, parse, plan_step
+from containers.srun_layout import SrunExit, Step, allocation_from_env, parse, plan_step
 from containers.srun_options import step_distribution, umask_text
 from containers.srun_revoke import ALLOCATION_VAR, RevocationWatch
 from containers.srun_spawn import Spawned
@@ -148,6 +149,7 @@ def _start_tasks(
     cpt = step.cpus_per_task if "cpus-per-task" in opts else None
     dist = step_distribution(opts.get("distribution"), ntasks, len(step.nodes))
     env.setdefault("SLURM_UMASK", umask_text())
+    addresses = layout.topology_addresses(env)
     width = len(str(ntasks - 1))
     lock = threading.Lock()
     procs: list[_Task] = []
@@ -166,7 +168,7 @@ def _start_tasks(
             mpi=opts.get("mpi"),
             distribution=dist,
         )
-        task_env.update(node_env(env, step.nodes[nodeid]))
+        task_env.update(layout.node_env(addresses, step.nodes[nodeid]))
         if gpus is not None:  # the step's own GPUs on this node, or none
             for name in STEP_GPU_VARS:
                 task_env.pop(name, None)

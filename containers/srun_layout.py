@@ -37,6 +37,7 @@ __all__ = [
     "allocation_from_env",
     "node_env",
     "plan_step",
+    "topology_addresses",
 ]
 
 # the SLURM_TOPOLOGY_ADDR of each of the job's nodes, in SLURM_JOB_NODELIST's order, space
@@ -127,12 +128,16 @@ def _counts(text: str) -> list[int]:
     return out
 
 
-def node_env(env: Mapping[str, str], node: str) -> dict[str, str]:
+def topology_addresses(env: Mapping[str, str]) -> dict[str, str]:
+    """The job's nodes' SLURM_TOPOLOGY_ADDR (none on a site without a switch tree)."""
+    nodes = expand(env.get("SLURM_JOB_NODELIST", ""))
+    return dict(zip(nodes, env.get(TOPOLOGY_VAR, "").split(), strict=False))
+
+
+def node_env(addresses: Mapping[str, str], node: str) -> dict[str, str]:
     """What a task's node sets in its environment, as that node's slurmd would: its name and
     SLURM_TOPOLOGY_ADDR (its switches and name; the name alone without a switch tree)."""
-    nodes = expand(env.get("SLURM_JOB_NODELIST", ""))
-    addrs = dict(zip(nodes, env.get(TOPOLOGY_VAR, "").split(), strict=False))
-    return {"SLURMD_NODENAME": node, "SLURM_TOPOLOGY_ADDR": addrs.get(node, node)}
+    return {"SLURMD_NODENAME": node, "SLURM_TOPOLOGY_ADDR": addresses.get(node, node)}
 
 
 def allocation_from_env(env: Mapping[str, str]) -> Allocation:

@@ -8,6 +8,7 @@ running there go on (the node shows DRAINING until they end, then DRAINED).
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -95,19 +96,24 @@ def machine_load() -> int:
     return int(os.getloadavg()[0] * 100)
 
 
-def machine_facts() -> dict[str, Any]:
-    """What a slurmd on this machine reports of it, so what the local site's virtual nodes
-    report: Arch, OS (uname), FreeMem (sysinfo's free RAM, MiB), BootTime, Version, and
-    SlurmdStartTime (the gateway's start)."""
+@functools.cache
+def _fixed_facts() -> dict[str, Any]:
+    """The facts below that do not change while the gateway runs (read once)."""
     u = os.uname()
     return {
         "arch": u.machine,
         "os": f"{u.sysname} {u.release} {u.version}",
-        "free_memory": psutil.virtual_memory().free // (1024 * 1024),
         "boot_time": psutil.boot_time(),
         "slurmd_start_time": psutil.Process().create_time(),
         "version": SLURM_COMPAT_VERSION,
     }
+
+
+def machine_facts() -> dict[str, Any]:
+    """What a slurmd on this machine reports of it, so what the local site's virtual nodes
+    report: Arch, OS (uname), FreeMem (sysinfo's free RAM, MiB), BootTime, Version, and
+    SlurmdStartTime (the gateway's start)."""
+    return {**_fixed_facts(), "free_memory": psutil.virtual_memory().free // (1024 * 1024)}
 
 
 def node_router(

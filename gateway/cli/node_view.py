@@ -11,7 +11,7 @@ from gateway.compat.tres import TresNames, node_alloc_tres, node_tres, partition
 from gateway.model.cluster import ClusterState, Partition
 from gateway.model.codec import node_from_dict, partition_from_dict
 
-__all__ = ["nodes_view", "partition_extras"]
+__all__ = ["nodes_view", "partition_extras", "partitions_extras"]
 
 _EXTRA_KEYS = (
     "alloc_cpus",
@@ -65,19 +65,23 @@ def site_tres(data: dict[str, Any]) -> TresNames:
     return TresNames(None if names is None else tuple(str(n) for n in names))
 
 
-def partition_extras(
-    part: Partition, cluster: ClusterState | None = None, data: dict[str, Any] | None = None
-) -> PartitionExtras:
+def partitions_extras(cluster: ClusterState, data: dict[str, Any]) -> dict[str, PartitionExtras]:
+    """Each partition's extras, with its TRES (its nodes' and the site's licences)."""
+    names = site_tres(data)
+    licences = [(str(n), int(t)) for n, t, _ in data.get("site", {}).get("licenses", ())]
+    by_name = {n.name: n for n in cluster.nodes}
+    return {
+        p.name: partition_extras(
+            p, partition_tres((by_name[n] for n in p.nodes if n in by_name), names, licences)
+        )
+        for p in cluster.partitions
+    }
+
+
+def partition_extras(part: Partition, tres: str | None = None) -> PartitionExtras:
     """What a configured partition adds to `scontrol show partition`: OverSubscribe as
     slurmctld's max_share (0 EXCLUSIVE, 1 NO, n YES:n, n|0x8000 FORCE:n), DefMemPerCPU, State,
-    PriorityTier, PriorityJobFactor, PreemptMode and GraceTime; its TRES (its nodes' and the
-    site's licences) given the cluster and the /v1/nodes document."""
-    tres = None
-    if cluster is not None and data is not None:
-        members = set(part.nodes)
-        licences = [(str(n), int(t)) for n, t, _ in data.get("site", {}).get("licenses", ())]
-        nodes = (n for n in cluster.nodes if n.name in members)
-        tres = partition_tres(nodes, site_tres(data), licences)
+    PriorityTier, PriorityJobFactor, PreemptMode and GraceTime, and its TRES when given."""
     kind, _, num = part.oversubscribe.partition(":")
     share = {"EXCLUSIVE": 0, "NO": 1}.get(kind, int(num or 4))
     return PartitionExtras(

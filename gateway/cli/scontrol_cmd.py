@@ -16,7 +16,7 @@ from gateway.cli.common import (
     site_from,
     write_out,
 )
-from gateway.cli.node_view import nodes_view, partition_extras
+from gateway.cli.node_view import nodes_view, partitions_extras
 from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
 from gateway.cli.progress import Ticker
 from gateway.cli.scontrol_update import SUSPEND_STYLE, update
@@ -217,15 +217,13 @@ def _show_partitions(rest: list[str], oneliner: bool) -> int:
     except GatewayError as exc:
         raise _Fail(f"slurm_load_partitions error: {exc}") from exc
     cluster, _ = nodes_view(data)
+    extras = partitions_extras(cluster, data)
     parts = [p for p in cluster.partitions if not rest or p.name == rest[0]]
     if not parts:
         raise _Fail(f"Partition {rest[0]} not found")
     write_out(
         "".join(
-            show_partition(
-                p, cluster, extras=partition_extras(p, cluster, data), one_liner=oneliner
-            )
-            for p in parts
+            show_partition(p, cluster, extras=extras[p.name], one_liner=oneliner) for p in parts
         )
     )
     return 0

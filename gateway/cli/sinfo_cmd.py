@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.cli.common import GatewayError, call, write_out
-from gateway.cli.node_view import nodes_view, partition_extras
+from gateway.cli.node_view import nodes_view, partitions_extras
 from gateway.cli.opts import CmdOption, CmdUsageError, parse_command
 from gateway.compat.clusters import ClusterSelectError, blocks, choose_clusters, split_state
 from gateway.compat.fmt_common import NodeExtras
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     now = float(data["now"])
     if opts.text("clusters") is None:
-        pex = {p.name: partition_extras(p, cluster, data) for p in cluster.partitions}
+        pex = partitions_extras(cluster, data)
         write_out(render_sinfo(cluster, options, now=now, node_extras=extras, partition_extras=pex))
         return 0
     return _by_cluster(opts.text("clusters") or "", data, cluster, options, extras, now)

@@ -17,7 +17,7 @@ from pathlib import Path
 from gateway.compat.hostlist import compress
 from gateway.control.config import ConfigError
 from gateway.model.topology import Topology, TopologyError, TopologyKind
-from gateway.topology.slurm_conf import parse_topology_conf
+from gateway.topology.slurm_conf import read_topology_conf
 
 __all__ = ["node_addresses", "read_site_topology", "switch_paths"]
 
@@ -31,13 +31,11 @@ def read_site_topology(slurm_conf: Path, plugin: str | None) -> Topology | None:
         return None
     path = slurm_conf.parent / "topology.conf"
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        topo = read_topology_conf(path)
     except OSError as exc:  # slurmctld stops too: "can't stat topology.conf file"
         raise ConfigError(
             f"{path}: cannot read it ({exc.strerror}), TopologyPlugin={plugin}"
         ) from None
-    try:
-        topo = parse_topology_conf(text)
     except (TopologyError, ValueError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
     if topo.kind is not TopologyKind.TREE or not topo.switches:

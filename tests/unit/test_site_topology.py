@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from containers.srun_layout import TOPOLOGY_VAR, node_env
+from containers.srun_layout import TOPOLOGY_VAR, node_env, topology_addresses
 from gateway.control.config import ConfigError, load_config
 from gateway.control.site import local_cluster
 from gateway.control.site_topology import node_addresses, read_site_topology, switch_paths
@@ -102,14 +102,13 @@ def test_srun_tasks_take_their_own_nodes_address() -> None:
         "SLURM_JOB_NODELIST": "node[01-02]",
         TOPOLOGY_VAR: "core.spine1.leaf1.node01 core.spine1.leaf1.node02",
     }
-    assert node_env(env, "node02") == {
+    assert node_env(topology_addresses(env), "node02") == {
         "SLURMD_NODENAME": "node02",
         "SLURM_TOPOLOGY_ADDR": "core.spine1.leaf1.node02",
     }
     # no tree (the variable is unset): the node's name, not the batch host's address
-    assert node_env({"SLURM_JOB_NODELIST": "node[01-02]"}, "node02")["SLURM_TOPOLOGY_ADDR"] == (
-        "node02"
-    )
+    bare = topology_addresses({"SLURM_JOB_NODELIST": "node[01-02]"})
+    assert node_env(bare, "node02")["SLURM_TOPOLOGY_ADDR"] == "node02"
 
 
 def test_a_nodes_switch_path_survives_the_api_document() -> None:

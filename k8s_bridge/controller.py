@@ -67,6 +67,10 @@ class GangController:
         """A gang for a job the gateway believes running here (backend.py)."""
         raise NotImplementedError
 
+    def push_time_limit(self, gang: Gang) -> None:
+        """A time limit updated before the gang ran, to rank 0's init (signals.py)."""
+        raise NotImplementedError
+
     def _decided(self, gang: Gang, verdict: Verdict) -> None:
         with self._lock:
             gang.verdict = verdict
@@ -210,6 +214,11 @@ class GangController:
             verdict = gang.decide(status, mono, now, self.opts.kill_wait_s)
             if verdict is not None:
                 self._decided(gang, verdict)
+            elif gang.over_limit(mono, self.opts.kill_wait_s) and not gang.deadline_set:
+                self.objects.end_at_deadline(gang, pods, now)
+                gang.deadline_set = True
+            elif gang.started and gang.limit_to_push is not None:
+                self.push_time_limit(gang)
             elif gang.created and (gang.nodes is None or len(gang.bound) < gang.ranks):
                 waiting.append(gang)
         if gang.verdict is not None:

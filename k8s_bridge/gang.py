@@ -37,6 +37,8 @@ __all__ = [
 # limit, a preemption): slurmstepd's batch step is CANCELLED 0:15 for them
 _ENDED_BY_DELETION = (JobState.CANCELLED, JobState.TIMEOUT, JobState.PREEMPTED)
 ANN_CREATED = "caldera.io/created"
+# after the time limit and KillWait: rank 0's init has ended the job by then (pod_init.py)
+BACKSTOP_MARGIN_S = 5
 ANN_VERDICT = "caldera.io/verdict"
 ANN_VERDICT_MESSAGE = "caldera.io/verdict-message"
 
@@ -146,6 +148,10 @@ class Gang:
     # cancelled by the gateway while it ran: the verdict went out at once, its srun steps
     # are reported once rank 0's container has ended (`steps_at_end`)
     steps_after_cancel: bool = False
+    # `scontrol update TimeLimit=` not yet given to rank 0's init (real seconds; the inner
+    # None: no limit): it gets it once its ranks run (signals.JobSignals.update_time_limit)
+    limit_to_push: tuple[float | None] | None = None
+    deadline_set: bool = False  # the pods' activeDeadlineSeconds, set by the backstop
     _demand: GangDemand | None = None
 
     @property
@@ -287,22 +293,28 @@ class Gang:
         self.nodes = self.where()
         return True
 
+    def over_limit(self, mono: float, grace_s: int) -> int:
+        """How far past its time limit the running gang is, in backstop stages: 0 not yet;
+        1 its limit, KillWait and a margin are over and rank 0's init has not ended it (an
+        image without python3): the kubelet is to end it (activeDeadlineSeconds, set now);
+        2 as long again and its pods still run (KWOK, a kubelet that does not enforce it)."""
+        if self.deadline_s is None or self.running_since is None:
+            return 0
+        over = mono - self.running_since - self.deadline_s
+        return min(int(over // (grace_s + BACKSTOP_MARGIN_S)), 2) if over > 0 else 0
+
     def decide(self, status: GangStatus, mono: float, now: float, grace_s: int) -> Verdict | None:
-        """The verdict, if the gang ended: its pods ended it, or its time limit did (also
-        where no kubelet enforces activeDeadlineSeconds). A rank other than 0 failing a
-        job that asked for --requeue makes it LOST: the gateway requeues it as a whole;
-        not when it failed to launch (its next run would fail the same way)."""
+        """The verdict, if the gang ended: its pods ended it, or its time limit did and
+        nothing ended its pods (`over_limit`). A rank other than 0 failing a job that asked
+        for --requeue makes it LOST: the gateway requeues it as a whole; not when it failed
+        to launch (its next run would fail the same way)."""
         deadline = self.deadline_s
-        if (
-            not status.done
-            and deadline
-            and self.running_since is not None
-            and mono - self.running_since > deadline + grace_s
-        ):
+        if not status.done and self.over_limit(mono, grace_s) == 2:
+            minutes = self.job.time_limit or (deadline or 60) // 60
             return Verdict(
                 JobState.TIMEOUT,
                 Reason.TIME_LIMIT,
-                message=f"time limit of {self.job.time_limit or deadline // 60} minutes reached",
+                message=f"time limit of {minutes} minutes reached",
                 end_time=now,
             )
         if not status.done:

@@ -53,6 +53,7 @@ __all__ = [
     "launcher_mount",
     "launcher_name",
     "launcher_volume",
+    "limit_command",
     "search_path",
     "signal_command",
 ]
@@ -102,12 +103,20 @@ BATCH_INIT = ("/bin/sh", "-c", _launcher_or('init "$@"', 'exec "$@"'), "caldera-
 # scancel's signals, run in rank 0's container by the API's exec (pod_signal.py)
 NO_LAUNCHER = 4  # the image has no python3 (or the namespace no launcher)
 _SIGNAL = _launcher_or('signal "$@"', f"echo 'no launcher in this pod' >&2; exit {NO_LAUNCHER}")
+_LIMIT = _launcher_or('limit "$@"', f"echo 'no launcher in this pod' >&2; exit {NO_LAUNCHER}")
 
 
 def signal_command(signum: int, batch_only: bool = False, step: int | None = None) -> list[str]:
     """The command that signals the job in rank 0 (numbers only: nothing of the user's)."""
     where = ["--batch"] if batch_only else [] if step is None else ["--step", str(int(step))]
     return ["/bin/sh", "-c", _SIGNAL, "caldera-signal", *where, str(int(signum))]
+
+
+def limit_command(limit_s: float | None) -> list[str]:
+    """The command that gives rank 0's init a new time limit (real seconds from the job's
+    start; None: no limit). A number only: nothing of the user's."""
+    value = "none" if limit_s is None else repr(float(limit_s))
+    return ["/bin/sh", "-c", _LIMIT, "caldera-limit", value]
 
 
 def launcher_name(prefix: str) -> str:
@@ -175,13 +184,16 @@ def job_token(key: bytes, names: GangNames) -> str:
     return hmac.new(key, f"caldera-job:{names.base}".encode(), hashlib.sha256).hexdigest()
 
 
-def init_text(signal: SignalSpec | None, limit_s: int | None, time_scale: float) -> str:
-    """What rank 0's init needs (pod_init.py), in real seconds: the time limit (the pod's
-    activeDeadlineSeconds), to say `DUE TO TIME LIMIT` when it ends the job, and `--signal`'s
-    warning: the signal, its lead, the period of slurmctld's time-limit checks, and whether
-    the batch shell alone gets it (none without a limit, nor for `R:`, a reservation's end,
-    which the local runner does not signal either). Empty when there is neither."""
-    data: dict[str, object] = {}
+def init_text(
+    signal: SignalSpec | None, limit_s: int | None, time_scale: float, kill_wait_s: int
+) -> str:
+    """What rank 0's init needs (pod_init.py), in real seconds: the time limit, which it
+    enforces, with KillWait between its SIGTERM and SIGKILL, and `--signal`'s warning: the
+    signal, its lead, the period of slurmctld's time-limit checks, and whether the batch
+    shell alone gets it (none without a limit, nor for `R:`, a reservation's end, which the
+    local runner does not signal either). KillWait even without a limit: an update may
+    give one."""
+    data: dict[str, object] = {"kill_wait_s": kill_wait_s}
     if limit_s:
         data["limit_s"] = limit_s
         if signal is not None and not signal.reservation:
@@ -191,7 +203,7 @@ def init_text(signal: SignalSpec | None, limit_s: int | None, time_scale: float)
                 "period_s": PERIODIC_TIMEOUT_S * time_scale,
                 "batch_only": signal.batch_only,
             }
-    return json.dumps(data, separators=(",", ":")) if data else ""
+    return json.dumps(data, separators=(",", ":"))
 
 
 def hosts_text(names: GangNames, ranks: int, ips: Mapping[int, str | None]) -> str | None:

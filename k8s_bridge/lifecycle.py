@@ -22,6 +22,7 @@ from gateway.model.job import wait_status
 from gateway.model.state import JobState, Reason
 from k8s_bridge.names import LABEL_ATTEMPT, LABEL_JOB, LABEL_RANK
 from k8s_bridge.pod_steps import split_message
+from k8s_bridge.pod_wire import TIME_LIMIT_RECORD
 from k8s_bridge.states import (
     LAUNCH_FAILURES,
     NODE_LOST,
@@ -30,6 +31,7 @@ from k8s_bridge.states import (
     STATE_OF_REASON,
     STATUS_OF_REASON,
     STATUS_OF_STATE,
+    TIME_LIMIT,
     pod_job_state,
 )
 
@@ -81,6 +83,13 @@ class PodState:
         return self.phase in ("Failed", "Unknown") or self.reason in LAUNCH_FAILURES
 
 
+def _without_time_limit(message: str) -> tuple[str, bool]:
+    """The message without the init's time-limit line, and whether it was there."""
+    lines = message.splitlines()
+    kept = [line for line in lines if line.strip() != TIME_LIMIT_RECORD]
+    return "\n".join(kept), len(kept) < len(lines)
+
+
 def parse_pod(obj: Obj) -> PodState | None:
     """A rank's pod (None for objects without Caldera's job labels)."""
     meta = obj.get("metadata") or {}
@@ -105,6 +114,9 @@ def parse_pod(obj: Obj) -> PodState | None:
             if reason not in STATE_OF_REASON:  # the kubelet's DeadlineExceeded, Evicted win
                 reason = term.get("reason") or reason
             steps, said = split_message(str(term.get("message") or ""))
+            said, timed_out = _without_time_limit(said)
+            if timed_out and status.get("reason") not in STATE_OF_REASON:
+                reason = TIME_LIMIT  # the init ended the job at its time limit
             message = said or message
             finished = parse_time(term.get("finishedAt"))
             break

@@ -11,6 +11,7 @@ garbage collector remove anything missed (deleting the root alone removes the ga
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -178,6 +179,25 @@ class GangObjects:
             if rank == keep and pod is not None:
                 continue
             self.client.delete(PODS, self.namespace, names.pod(rank), grace_s=self.kill_wait_s)
+
+    def end_at_deadline(self, gang: Gang, pods: list[PodState], now: float) -> None:
+        """The time limit's backstop (gang.over_limit): the gang's running pods get an
+        activeDeadlineSeconds that is already over, so their kubelets end them as
+        DeadlineExceeded (TIMEOUT), SIGTERM then SIGKILL after the pods' grace (KillWait).
+        Not set at creation: the API server refuses to raise it, and a time limit can be
+        raised while the job runs."""
+        for pod in pods:
+            if pod.terminal or pod.deleting or pod.started is None:
+                continue
+            passed = max(1, math.ceil(now - pod.started))
+            try:
+                self.client.patch(
+                    PODS, self.namespace, pod.name, {"spec": {"activeDeadlineSeconds": passed}}
+                )
+            except KubeError as exc:  # gone, or refused: the verdict's backstop follows
+                if exc.retryable:
+                    raise
+                log.info("pod %s: activeDeadlineSeconds not set: %s", pod.name, exc)
 
     def delete(self, gang: Gang, quiet: bool = False) -> None:
         """Delete the whole gang, each object explicitly (the owner references are the

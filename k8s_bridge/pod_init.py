@@ -17,11 +17,20 @@ child in a session of its own, as slurmstepd starts it, and:
   as `scancel --batch` does;
 - on that SIGTERM first writes slurmstepd's `*** JOB ... CANCELLED AT ... ***` line (`DUE
   TO TIME LIMIT` at the limit) into the script's stderr (say_ending);
-- sends `--signal`'s warning before the time limit, when slurmctld would (the `init` file
-  of the job's root ConfigMap, launch.init_text; the limit counted from this init's
-  start, which follows the pod's by the container's set-up): with `B:` to the batch shell
-  alone, else to every srun step of the script's session (the launcher's srun passes it to
-  its tasks on every node), not to the shell, as slurmstepd signals a job's steps;
+- ends the job at its time limit as slurmctld and slurmstepd do (the `init` file of the
+  job's root ConfigMap, launch.init_text; counted from this init's start): the `DUE TO
+  TIME LIMIT` line, SIGCONT and SIGTERM to every process, SIGKILL after KillWait, and
+  `TIME_LIMIT_RECORD` in the container's termination message, which lifecycle.py reads
+  as TIMEOUT. The init enforces it, not the pod's activeDeadlineSeconds, because
+  `scontrol update TimeLimit=` may raise it and a pod's deadline can only be lowered: the
+  backend runs `launcher.py limit SECONDS` in the container (pod_signal.limit_main),
+  which writes the new limit to `limit_path()` and sends `LIMIT_SIGNAL` to this init. The
+  job's user can write that file too: the gateway still ends the job at the limit it
+  knows (gang.py's backstop), so nothing is gained by it;
+- sends `--signal`'s warning before the time limit, when slurmctld would: with `B:` to
+  the batch shell alone, else to every srun step of the script's session (the launcher's
+  srun passes it to its tasks on every node), not to the shell, as slurmstepd signals a
+  job's steps;
 - reaps every orphan that is reparented to it (an init's duty: zombies would pile up);
 - exits with the script's status as a shell reports it (128+N when signal N ended it), the
   container's exit code that lifecycle.py reads. When the script ends by itself, the pod's
@@ -30,13 +39,14 @@ child in a session of its own, as slurmstepd starts it, and:
   tasks of a job's steps get their KillWait to end (the kubelet's SIGKILL ends the wait).
 
 Shipped in the launcher ConfigMap (launch.py) and run by `launcher.py init CMD...` when the
-image has python3; standard library and the shipped containers/step_rules.py only.
+image has python3; standard library and the shipped modules only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import sys
@@ -45,15 +55,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from containers.step_rules import JOB_ENDING, let_waiting_leave, warning_time
+from k8s_bridge.pod_wire import STEP_LOG, TIME_LIMIT_RECORD
 
 __all__ = [
     "BOOK",
+    "LIMIT_SIGNAL",
     "SETTINGS_PATH",
+    "Clock",
     "Settings",
     "WarnSignal",
     "exit_code",
+    "limit_path",
+    "limit_reached",
     "mark_ending",
+    "read_limit",
     "read_settings",
+    "record_time_limit",
     "run",
     "running_steps",
     "say_ending",
@@ -65,6 +82,8 @@ __all__ = [
 SETTINGS_PATH = "/caldera/job/init"
 BOOK = "book"  # under step_dir(): the sruns' step book (containers/step_book.py)
 SRUN_NAME = "srun"  # the launcher's srun: /caldera/launch/bin/srun run by python3
+LIMIT_DIR = "/dev/shm"  # the pod's shm emptyDir (render.py): a new time limit's file
+LIMIT_SIGNAL = signal.SIGRTMIN + 1  # "read the limit file again" (queued, never lost)
 
 _PASSED: tuple[int, ...] = (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 _PASSED += (signal.SIGUSR1, signal.SIGUSR2)
@@ -100,10 +119,11 @@ class WarnSignal:
 @dataclass(frozen=True)
 class Settings:
     """What the gateway tells rank 0's init (launch.init_text): the time limit in real
-    seconds (the pod's activeDeadlineSeconds) and `--signal`'s warning."""
+    seconds, `--signal`'s warning and KillWait (real seconds)."""
 
     limit_s: float | None = None
     warning: WarnSignal | None = None
+    kill_wait_s: float = 30.0
 
 
 def read_settings(path: str = SETTINGS_PATH) -> Settings:
@@ -116,6 +136,7 @@ def read_settings(path: str = SETTINGS_PATH) -> Settings:
             return Settings()
         data = json.loads(text)
         limit = float(data["limit_s"]) if data.get("limit_s") else None
+        kill_wait = max(float(data.get("kill_wait_s", 30.0)), 0.0)
         warn, warning = data.get("warn"), None
         if warn is not None:
             warning = WarnSignal(
@@ -131,24 +152,81 @@ def read_settings(path: str = SETTINGS_PATH) -> Settings:
         return Settings()
     if warning is not None and not (0 < warning.signal < signal.NSIG and limit):
         warning = None
-    return Settings(limit, warning)
+    return Settings(limit, warning, kill_wait)
 
 
-def say_ending(child: int, started: float, limit_s: float | None) -> None:
-    """slurmstepd's lines in the job's stderr as the pod is stopped: `*** JOB 12 ON node
+def limit_path(environ: Mapping[str, str] | None = None) -> str:
+    """Where `launcher.py limit` leaves a new time limit for the init (real seconds from
+    the job's start, `none` for no limit): the pod's own /dev/shm (an emptyDir: fresh for
+    each run of the job, where TMPDIR may be a directory every job of the user shares)."""
+    env = os.environ if environ is None else environ
+    return env.get("CALDERA_LIMIT_FILE") or f"{LIMIT_DIR}/.caldera-limit-{os.getuid()}"
+
+
+def read_limit(current: float | None, path: str | None = None) -> float | None:
+    """The time limit `limit_path()` holds, else `current` (no file, or not a limit)."""
+    try:
+        with open(path or limit_path(), encoding="ascii") as f:
+            text = f.read().strip()
+        if text == "none":
+            return None
+        value = float(text)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return current
+    return max(value, 0.0) if math.isfinite(value) else current
+
+
+@dataclass
+class Clock:
+    """The job's time limit and --signal's warning as wall-clock times: the deadline
+    moves when the limit is updated; the warning goes out once, from its planned time."""
+
+    started: float
+    settings: Settings
+    limit_s: float | None = None
+    deadline: float | None = None
+    warn_at: float | None = None
+    warned: bool = False
+    kill_at: float | None = None  # KillWait after the time limit's SIGTERM
+
+    def set_limit(self, limit_s: float | None) -> None:
+        """A limit counted from the start; one already passed ends the job at once."""
+        self.limit_s = limit_s
+        self.deadline = None if limit_s is None else self.started + limit_s
+        warning = self.settings.warning
+        self.warn_at = None
+        if warning is not None and self.deadline is not None and not self.warned:
+            lead, period = warning.lead_s, warning.period_s
+            self.warn_at = warning_time(self.deadline, lead, period, time.time())
+
+    def next_due(self, stopping: bool) -> float | None:
+        """The next moment something is due (None: only a signal can wake the init)."""
+        times = [self.kill_at] if stopping else [self.deadline, self.warn_at]
+        due = [t for t in times if t is not None]
+        return min(due) if due else None
+
+
+def limit_reached(clock: Clock, now: float) -> bool:
+    """Whether a SIGTERM from the kubelet at `now` is the time limit's: the gateway deletes
+    a job's pods at its limit when no init enforced it (no python3 in the image), a moment
+    later than the init would have."""
+    limit_s = clock.limit_s
+    slack = min(10.0, max(2.0, 0.2 * limit_s)) if limit_s else 0.0
+    return clock.deadline is not None and now >= clock.deadline - slack
+
+
+def say_ending(child: int, due_to_limit: bool) -> None:
+    """slurmstepd's lines in the job's stderr as the job is stopped: `*** JOB 12 ON node
     CANCELLED AT <time> ***` and `*** STEP 12.N ON <its first node> ... ***` for each
-    running srun step, `DUE TO TIME LIMIT` once the limit is reached (then it is
-    the kubelet's activeDeadlineSeconds that stops the pod; it counts from the pod's start,
-    which comes before this init's by the container's set-up, hence the slack). Written
-    through a descriptor of its own at the end of the file (files.batch_command opens
-    the job's files for appending)."""
+    running srun step, with ` DUE TO TIME LIMIT` at the limit. Written through a
+    descriptor of its own at the end of the file (files.batch_command opens the job's
+    files for appending)."""
     node = os.environ.get("SLURMD_NODENAME") or os.uname().nodename
     job = os.environ.get("SLURM_JOB_ID")
     if not job:
         return
     now = time.time()
-    slack = min(10.0, max(2.0, 0.2 * limit_s)) if limit_s else 0.0
-    why = " DUE TO TIME LIMIT" if limit_s and now >= started + limit_s - slack else ""
+    why = " DUE TO TIME LIMIT" if due_to_limit else ""
     at = f"CANCELLED AT {time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(now))}{why}"
     lines = [f"slurmstepd-{node}: error: *** JOB {job} ON {node} {at} ***"]
     for step, (_, first) in sorted(running_steps(child, step_dir()).items()):
@@ -164,6 +242,18 @@ def say_ending(child: int, started: float, limit_s: float | None) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def record_time_limit() -> None:
+    """`TIME_LIMIT_RECORD` in the container's termination message (lifecycle.py: TIMEOUT),
+    beside srun's step records; nothing outside a pod (no such file)."""
+    path = os.environ.get("CALDERA_STEP_LOG", STEP_LOG)
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        try:
+            os.write(fd, f"{TIME_LIMIT_RECORD}\n".encode())
+        finally:
+            os.close(fd)
 
 
 def mark_ending() -> None:
@@ -253,41 +343,55 @@ def run(argv: Sequence[str], settings_path: str = SETTINGS_PATH) -> int:
         sys.stderr.write("usage: launcher.py init COMMAND [ARG...]\n")
         return 2
     settings = read_settings(settings_path)
-    warning, limit_s = settings.warning, settings.limit_s
     # signals wait in the mask until the child exists; sigwait then takes them one by one
-    watched = {signal.SIGTERM, signal.SIGCHLD, *_PASSED}
+    watched = {signal.SIGTERM, signal.SIGCHLD, LIMIT_SIGNAL, *_PASSED}
     signal.pthread_sigmask(signal.SIG_BLOCK, watched)
-    started = time.time()
+    clock = Clock(time.time(), settings)
     child = _spawn(argv)
-    warn_at = None
-    if warning is not None and limit_s:
-        deadline = started + limit_s
-        warn_at = warning_time(deadline, warning.lead_s, warning.period_s, started)
+    clock.set_limit(read_limit(settings.limit_s))  # (one written before this init ran)
     code: int | None = None
-    stopping = False
+    stopping = timed_out = False
     while True:
-        if warn_at is None:
+        due = clock.next_due(stopping)
+        if due is None:
             signum = signal.sigwait(watched)
         else:
-            info = signal.sigtimedwait(watched, max(warn_at - time.time(), 0.0))
+            info = signal.sigtimedwait(watched, max(due - time.time(), 0.0))
             signum = info.si_signo if info is not None else 0
-            if info is None:  # due: once, unless the job is already being stopped
-                warn_at = None
-                if warning is not None and not stopping:
-                    _warn(child, warning)
-        if signum == signal.SIGTERM:
+        now = time.time() + 0.005  # (a timed wait may end a hair early)
+        if signum == 0 and stopping:
+            if clock.kill_at is not None and now >= clock.kill_at:  # KillWait is over
+                clock.kill_at = None
+                signal_all([child], signal.SIGKILL)
+        elif signum == 0 and clock.deadline is not None and now >= clock.deadline:
+            timed_out = stopping = True
+            if code is None:
+                mark_ending()
+                say_ending(child, due_to_limit=True)
+            signal_all([child], signal.SIGTERM)
+            clock.kill_at = now + settings.kill_wait_s
+        elif signum == 0 and clock.warn_at is not None and now >= clock.warn_at:
+            clock.warn_at, clock.warned = None, True  # once; never while stopping
+            if settings.warning is not None:
+                _warn(child, settings.warning)
+        elif signum == signal.SIGTERM:
             if not stopping and code is None:
                 mark_ending()
-                say_ending(child, started, limit_s)
+                say_ending(child, limit_reached(clock, now))
             stopping = True
             signal_all([child], signal.SIGTERM)
-        elif signum not in (0, signal.SIGCHLD) and code is None:
+        elif signum == LIMIT_SIGNAL:
+            if not stopping:
+                clock.set_limit(read_limit(clock.limit_s))
+        elif signum != signal.SIGCHLD and code is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signum)
         while True:  # reap the child and every orphan
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:  # nothing left in the pod (the child was reaped)
+                if timed_out:
+                    record_time_limit()
                 return code if code is not None else 1
             if pid == 0:
                 break

@@ -69,7 +69,7 @@ from k8s_bridge.pod_launch_plan import (
     task_env,
     task_umask,
 )
-from k8s_bridge.pod_signal import FORWARDED
+from k8s_bridge.pod_signal import FORWARDED, limit_main
 from k8s_bridge.pod_signal import main as signal_main
 from k8s_bridge.pod_step_files import record_step, task_files
 from k8s_bridge.pod_wire import (
@@ -456,7 +456,11 @@ def main(argv: Sequence[str]) -> int:
             return run_init(argv[2:], os.environ.get("CALDERA_INIT_FILE", SETTINGS_PATH))
         if argv[1:2] == ["signal"]:
             return signal_main(argv[2:])
-        sys.stderr.write("usage: srun [options] command... | launcher.py agent|init|signal ...\n")
+        if argv[1:2] == ["limit"]:
+            return limit_main(argv[2:])
+        sys.stderr.write(
+            "usage: srun [options] command... | launcher.py agent|init|signal|limit ...\n"
+        )
         return 2
     if "SLURM_JOB_ID" not in os.environ:
         sys.stderr.write("srun: error: not inside a job (SLURM_JOB_ID is not set)\n")

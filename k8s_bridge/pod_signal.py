@@ -17,6 +17,9 @@ own starts later). Each srun names its step: `<step dir>/N/pid` (pod_init.runnin
 
 Exit status: 0 done (or nothing to signal), 1 no batch shell (the job is ending), 2 usage,
 3 a signal srun cannot pass to its tasks (KILL, STOP, ...) while steps run.
+
+`launcher.py limit SECONDS|none` (limit_main) gives the init a new time limit (scontrol
+update TimeLimit=): written to pod_init.limit_path(), then LIMIT_SIGNAL to the init.
 Shipped beside pod_launcher.py; standard library and the shipped modules only.
 """
 
@@ -28,9 +31,9 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from k8s_bridge.pod_init import running_steps, step_dir, steps_of
+from k8s_bridge.pod_init import LIMIT_SIGNAL, limit_path, running_steps, step_dir, steps_of
 
-__all__ = ["ENDING", "FORWARDED", "NOT_PASSED", "batch_shell", "main", "step_pid"]
+__all__ = ["ENDING", "FORWARDED", "NOT_PASSED", "batch_shell", "limit_main", "main", "step_pid"]
 
 # the signals srun passes to its tasks (pod_launcher installs its handlers for these); others
 # (KILL, STOP, ...) cannot reach a step's tasks on other nodes from here: NOT_PASSED
@@ -97,4 +100,27 @@ def main(argv: Sequence[str], init: int = 1) -> int:
     for pid in targets:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)
+    return 0
+
+
+def limit_main(argv: Sequence[str], init: int = 1) -> int:
+    """`launcher.py limit SECONDS|none`: the job's new time limit in real seconds from its
+    start (pod_init.read_limit), replaced whole so the init never reads half of it, then
+    the init woken (a signal before it blocks it is lost, the file is not)."""
+    text = argv[0] if len(argv) == 1 else ""
+    try:
+        if text != "none" and not 0 <= float(text) < float("inf"):
+            raise ValueError(text)
+    except ValueError:
+        sys.stderr.write("usage: launcher.py limit SECONDS|none\n")
+        return 2
+    path = limit_path()  # first: an init that starts later reads it then
+    partial = f"{path}.{os.getpid()}"
+    with open(partial, "w", encoding="ascii") as f:
+        f.write(text + "\n")
+    os.replace(partial, path)
+    try:
+        os.kill(init, LIMIT_SIGNAL)
+    except ProcessLookupError:
+        return ENDING
     return 0

@@ -12,11 +12,9 @@ from typing import Any, BinaryIO
 
 from containers.step_rules import task_file_name
 from k8s_bridge.pod_launch_plan import SrunExit
-from k8s_bridge.pod_wire import STEP_RECORD
+from k8s_bridge.pod_wire import STEP_LOG, STEP_RECORD
 
-__all__ = ["STEP_LOG", "record_step", "task_files"]
-
-STEP_LOG = "/dev/termination-log"  # the container's terminationMessagePath (the default)
+__all__ = ["record_step", "task_files"]
 
 
 def task_files(

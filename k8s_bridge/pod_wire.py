@@ -22,8 +22,12 @@ MAX_FRAME = 8 << 20
 AUTH_SIZE = 64  # an AUTH frame: a SHA-256 digest and an HMAC-SHA256
 HELLO, AUTH, REQUEST, OUT, ERR, EXIT, SIGNAL, FAIL = (bytes([c]) for c in b"HARoexSF")
 _HEADER = struct.Struct(">cI")
-# a finished srun step, one line of rank 0's termination message (k8s_bridge/pod_steps.py)
+# rank 0's termination message: the container's terminationMessagePath (the default), one
+# line per finished srun step (k8s_bridge/pod_steps.py), and the init's line when it ended
+# the job at its time limit (pod_init.py; lifecycle.py reads TIMEOUT)
+STEP_LOG = "/dev/termination-log"
 STEP_RECORD = "caldera-step "
+TIME_LIMIT_RECORD = "caldera-time-limit"
 
 __all__ = [
     "AUTH",
@@ -36,7 +40,9 @@ __all__ = [
     "OUT",
     "REQUEST",
     "SIGNAL",
+    "STEP_LOG",
     "STEP_RECORD",
+    "TIME_LIMIT_RECORD",
     "ProtocolError",
     "authentic",
     "frame",

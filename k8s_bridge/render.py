@@ -282,9 +282,6 @@ def _pod_spec(
     pod["dnsPolicy"] = dns_policy(len(shares), opts)
     if mode is not GangMode.VOLCANO_JOB:
         pod["schedulerName"] = _scheduler(mode, opts)
-    deadline_s = req.deadline_s(opts.time_scale)
-    if deadline_s:
-        pod["activeDeadlineSeconds"] = deadline_s
     if opts.run_as_user:
         # fsGroup: the job's group may read the 0400 token (launch.py)
         pod["securityContext"] = {"runAsUser": req.uid, "runAsGroup": req.gid, "fsGroup": req.gid}
@@ -368,7 +365,8 @@ def render_gang(req: GangRequest, opts: K8sOptions, mode: GangMode) -> GangManif
         **_script_data(req.script, hostfile(names, shares)),
     }
     # the launcher's token, the init's settings, the ranks' addresses once known (launch.py)
-    init = init_text(req.spec.signal, req.deadline_s(opts.time_scale), opts.time_scale)
+    deadline_s = req.deadline_s(opts.time_scale)  # enforced by the init, not the kubelet
+    init = init_text(req.spec.signal, deadline_s, opts.time_scale, opts.kill_wait_s)
     root["data"].update(hosts="", token=job_token(opts.launcher_key, names), init=init)
     env_data, dropped = _env_data(req, names, shares, opts)
     env_ann = {ANN_DROPPED_ENV: ",".join(dropped)} if dropped else None

@@ -2,7 +2,8 @@
 `signal_step`): a signal other than a cancel reaches the job's processes through the API
 server's exec in rank 0's container (pod_exec.py), where the launcher signals them as
 slurmstepd would (pod_signal.py): its srun steps by default, the batch shell with `-b`, one
-step with `ID.N`, srun passing it on to the step's tasks on every node.
+step with `ID.N`, srun passing it on to the step's tasks on every node. A new time limit
+(`update_time_limit`) reaches rank 0's init the same way (`launcher.py limit`).
 
 Refused (Slurm's "Requested operation not supported on this system"): the cancel of one step
 (`scancel ID.N`, a KILL to a step: srun cannot be made to record its step CANCELLED from
@@ -14,19 +15,24 @@ already ending: the signal is dropped, as slurmctld drops one to a completing jo
 from __future__ import annotations
 
 import logging
+import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.model.backend import BackendError
 from gateway.model.job import Job
+from gateway.model.values import INFINITE
+from k8s_bridge.gang import Gang
 from k8s_bridge.kube import PODS, KubeClient, KubeError
-from k8s_bridge.launch import NO_LAUNCHER, signal_command
+from k8s_bridge.launch import NO_LAUNCHER, limit_command, signal_command
 from k8s_bridge.names import LABEL_RANK
 from k8s_bridge.pod_exec import exec_in_pod
 from k8s_bridge.pod_signal import ENDING, NOT_PASSED
 
 if TYPE_CHECKING:
     from k8s_bridge.objects import GangObjects
+    from k8s_bridge.options import K8sOptions
 
 __all__ = ["JobSignals"]
 
@@ -36,12 +42,48 @@ CONTAINER = "job"  # render.py's one container
 
 
 class JobSignals:
-    """Signals through exec, for KubernetesBackend (its name, client, namespace, objects)."""
+    """Signals and time limits through exec, for KubernetesBackend (its name, client,
+    namespace, objects, options and gangs)."""
 
     name: str
     client: KubeClient
     namespace: str
     objects: GangObjects
+    opts: K8sOptions
+    _lock: threading.RLock
+    _gangs: dict[tuple[int, int], Gang]
+
+    def update_time_limit(self, job: Job, minutes: int) -> None:
+        """`scontrol update TimeLimit=` of a job this cluster runs: counted from its start,
+        as Slurm counts it (one already passed ends it at once). The gateway's deadline
+        (the backstop) moves now; rank 0's init gets it now if the gang runs, else once it
+        does (`push_time_limit`, from the controller)."""
+        limit_s = None if minutes == INFINITE else minutes * 60 * self.opts.time_scale
+        with self._lock:
+            gang = self._gangs.get((job.job_id, job.restart_count))
+            if gang is None or gang.verdict is not None:
+                return  # not here, or ending: nothing runs on past its end
+            gang.deadline_s = None if limit_s is None else round(limit_s)
+            gang.job = replace(gang.job, time_limit=minutes)
+            gang.limit_to_push = (limit_s,)
+            started = gang.started
+        if started:
+            self.push_time_limit(gang)
+
+    def push_time_limit(self, gang: Gang) -> None:
+        """Give rank 0's init the gang's newest time limit, if one waits (once)."""
+        with self._lock:
+            pending, gang.limit_to_push = gang.limit_to_push, None
+        if pending is None:
+            return
+        try:
+            self._in_rank_zero(gang.job, limit_command(pending[0]), "time limit")
+        except BackendError as exc:  # the gateway's deadline still holds (gang.py)
+            log.warning("job %s: %s", gang.job.job_id, exc)
+            if exc.retryable:
+                with self._lock:
+                    if gang.limit_to_push is None:
+                        gang.limit_to_push = pending
 
     def signal_job(self, job: Job, signal: int, batch_only: bool = False) -> None:
         """`scancel -s SIG [-b] ID` of a running job: its steps, or its batch shell alone."""

@@ -7,7 +7,8 @@ Two steps, each one table:
   OUT_OF_MEMORY, an evicted pod a node failure, a pod preempted by the scheduler PREEMPTED,
   a container that cannot start (`LAUNCH_FAILURES`: its image cannot be pulled, its
   configuration is invalid) FAILED with Reason JobLaunchFailure, a pod whose node went
-  NotReady (`NODE_LOST`, set by lifecycle.py from the node watch) NODE_FAIL);
+  NotReady (`NODE_LOST`, set by lifecycle.py from the node watch) NODE_FAIL, a rank 0 whose
+  init ended the job at its time limit (`TIME_LIMIT`) TIMEOUT);
 - an attempt's (gang's) JobState -> the event it is reported as (`EVENT_OF_STATE`). Two
   outcomes of an attempt have no Slurm state of their own and borrow the nearest one:
   REQUEUED for "lost: requeue the run as a whole" (a node or pod gone, a rank of a --requeue
@@ -39,6 +40,7 @@ __all__ = [
     "STATE_OF_REASON",
     "STATUS_OF_REASON",
     "STATUS_OF_STATE",
+    "TIME_LIMIT",
     "WITHDRAWN",
     "event_kind",
     "pod_job_state",
@@ -75,12 +77,16 @@ LAUNCH_FAILURES: frozenset[str] = frozenset(
 # Caldera's own reason for a rank whose node stopped reporting (Ready not True): the pod's
 # phase stays Running on the API server until the node returns, so lifecycle.py marks it
 NODE_LOST = "NodeLost"
+# Caldera's own reason for a rank 0 whose init ended the job at its time limit (its line in
+# the container's termination message, pod_init.py)
+TIME_LIMIT = "CalderaTimeLimit"
 
 # a container's termination reason (or the pod's status.reason), over the phase
 STATE_OF_REASON: Mapping[str, JobState] = MappingProxyType(
     {
         "OOMKilled": JobState.OUT_OF_MEMORY,  # the cgroup's OOM killer ended the container
-        "DeadlineExceeded": JobState.TIMEOUT,  # activeDeadlineSeconds (the time limit)
+        "DeadlineExceeded": JobState.TIMEOUT,  # activeDeadlineSeconds (a pod not Caldera's)
+        TIME_LIMIT: JobState.TIMEOUT,
         "Evicted": JobState.NODE_FAIL,  # the kubelet evicted it (node pressure)
         NODE_LOST: JobState.NODE_FAIL,
         PREEMPTED_BY_SCHEDULER: JobState.PREEMPTED,

@@ -162,12 +162,17 @@ def _gang(requeue: bool | None = None, deadline_s: int | None = None) -> Gang:
 
 
 def test_the_time_limit_ends_a_running_gang_after_the_kill_wait() -> None:
+    """Rank 0's init ends it at the limit; where it did not, the kubelet is asked to once
+    KillWait and a margin (5 s) are over, and the verdict comes as long again later."""
     gang = _gang(deadline_s=60)
     running = gang_status([pod(0), pod(1)], 2)
     assert gang.observe([pod(0), pod(1)], running, mono=100.0)
     assert gang.nodes == ("n0", "n1")
-    assert gang.decide(running, mono=170.0, now=0.0, grace_s=30) is None
-    verdict = gang.decide(running, mono=191.0, now=0.0, grace_s=30)
+    assert [gang.over_limit(m, grace_s=30) for m in (150, 170, 194, 196, 229, 232)] == [
+        0, 0, 0, 1, 1, 2
+    ]  # fmt: skip
+    assert gang.decide(running, mono=229.0, now=0.0, grace_s=30) is None
+    verdict = gang.decide(running, mono=232.0, now=0.0, grace_s=30)
     assert verdict is not None
     assert (verdict.state, verdict.reason) == (JobState.TIMEOUT, Reason.TIME_LIMIT)
 

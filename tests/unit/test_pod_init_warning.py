@@ -120,13 +120,25 @@ def test_a_signal_number_out_of_range_or_no_limit_is_no_warning(tmp_path: Path) 
 
 def test_the_gateway_writes_the_settings_in_real_seconds() -> None:
     spec = SignalSpec(USR1, 60, batch_only=True)
-    settings = json.loads(init_text(spec, 15, 0.25))  # -t 1 at a time scale of 1/4
+    settings = json.loads(init_text(spec, 15, 0.25, 2))  # -t 1 at a time scale of 1/4
     assert settings["limit_s"] == 15
+    assert settings["kill_wait_s"] == 2
     assert WarnSignal(**settings["warn"]) == WarnSignal(USR1, 15.0, 7.5, True)
-    assert json.loads(init_text(None, 15, 1.0)) == {"limit_s": 15}
-    assert init_text(spec, None, 1.0) == ""  # no time limit, nothing to warn of
-    reservation = json.loads(init_text(SignalSpec(USR1, 60, reservation=True), 15, 1.0))
-    assert reservation == {"limit_s": 15}
+    assert json.loads(init_text(None, 15, 1.0, 30)) == {"limit_s": 15, "kill_wait_s": 30}
+    # no time limit, nothing to warn of; KillWait for a limit an update may give
+    assert json.loads(init_text(spec, None, 1.0, 30)) == {"kill_wait_s": 30}
+    reservation = json.loads(init_text(SignalSpec(USR1, 60, reservation=True), 15, 1.0, 30))
+    assert reservation == {"limit_s": 15, "kill_wait_s": 30}
+    assert read_settings_text(init_text(None, 15, 1.0, 2)) == Settings(15.0, None, 2.0)
+
+
+def read_settings_text(text: str) -> Settings:
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"init-{os.getpid()}"
+    path.write_text(text)
+    try:
+        return read_settings(str(path))
+    finally:
+        path.unlink()
 
 
 # a step that names itself as the launcher's srun does (`PID NODE` in its step directory)
@@ -187,7 +199,9 @@ def test_a_stopped_job_says_cancelled_after_what_it_wrote(tmp_path: Path) -> Non
 
 
 def test_at_the_time_limit_it_says_due_to_time_limit(tmp_path: Path) -> None:
-    lines = _stopped(tmp_path, json.dumps({"limit_s": 2}), 2.0, append=True)
+    """The kubelet's SIGTERM near the limit (the gateway's backstop deleting the pods) says
+    it too; the init's own enforcement is tests/unit/test_pod_init_limit.py."""
+    lines = _stopped(tmp_path, json.dumps({"limit_s": 2.5}), 2.0, append=True)
     assert lines[:2] == ["before", "started"]  # --open-mode=append keeps what was there
     assert lines[2].endswith(" DUE TO TIME LIMIT ***"), lines
     assert lines[-1] == "TERM"

@@ -194,7 +194,7 @@ def init_text(
     local runner does not signal either). KillWait even without a limit: an update may
     give one."""
     data: dict[str, object] = {"kill_wait_s": kill_wait_s}
-    if limit_s:
+    if limit_s is not None:
         data["limit_s"] = limit_s
         if signal is not None and not signal.reservation:
             data["warn"] = {

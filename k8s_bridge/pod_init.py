@@ -135,7 +135,7 @@ def read_settings(path: str = SETTINGS_PATH) -> Settings:
         if not text:
             return Settings()
         data = json.loads(text)
-        limit = float(data["limit_s"]) if data.get("limit_s") else None
+        limit = float(data["limit_s"]) if data.get("limit_s") is not None else None
         kill_wait = max(float(data.get("kill_wait_s", 30.0)), 0.0)
         warn, warning = data.get("warn"), None
         if warn is not None:
@@ -150,7 +150,7 @@ def read_settings(path: str = SETTINGS_PATH) -> Settings:
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         sys.stderr.write(f"caldera init: {path}: not read: {exc}\n")
         return Settings()
-    if warning is not None and not (0 < warning.signal < signal.NSIG and limit):
+    if warning is not None and not (0 < warning.signal < signal.NSIG and limit is not None):
         warning = None
     return Settings(limit, warning, kill_wait)
 

@@ -96,11 +96,12 @@ class GangRequest:
         return node_request(self.spec)
 
     def deadline_s(self, time_scale: float = 1.0) -> int | None:
-        """The time limit in seconds (activeDeadlineSeconds), None when unlimited;
-        `time_scale` real seconds per job second (K8sOptions.time_scale)."""
-        if self.time_limit is None or self.time_limit in (0, INFINITE):
+        """The time limit in seconds, None when unlimited; `time_scale` real seconds per
+        job second (K8sOptions.time_scale). 0 is a limit already over (`scontrol update
+        TimeLimit=0`; sbatch's `-t 0` is INFINITE), as the local runner reads it."""
+        if self.time_limit is None or self.time_limit == INFINITE:
             return None
-        return max(round(self.time_limit * 60 * time_scale), 1)
+        return max(round(self.time_limit * 60 * time_scale), 1 if self.time_limit else 0)
 
 
 @dataclass(frozen=True, slots=True)

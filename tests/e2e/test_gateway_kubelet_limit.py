@@ -8,6 +8,7 @@ where the gateway's backstop asks the kubelet to end the pods). Time limits at a
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -87,4 +88,57 @@ def test_scontrol_update_timelimit_reaches_running_pods_raised_and_lowered(
         assert 1.5 <= alive[-1] - term[0] <= 6, name  # KillWait (2 s), then killed
         said = (home / f"slurm-{job}.out").read_text()  # the init's line, not the backstop's
         assert re.search(rf"\*\*\* JOB {job} ON \S+ CANCELLED AT \S+ DUE TO TIME LIMIT", said)
+    assert_nothing_left(kube, ns)
+
+
+BUSY = "Requested nodes are busy"
+DONE = "Job/step already completing or completed"
+WAITING = """#!/bin/sh
+srun -N 2 --ntasks-per-node=1 sleep 300 &
+sleep 2
+touch "waiting-$SLURM_JOB_ID"
+srun -n1 hostname
+echo "srun2 rc=$?"
+wait
+"""
+
+
+def test_an_srun_waiting_for_its_step_when_the_job_ends_is_refused_as_slurm_refuses_it(
+    gw: Gateway, kubelet_env: KubeletEnv, kube: KubeClient, ns: str, home: Path
+) -> None:
+    """A 2-node job whose second srun waits for the CPUs the first step holds, ended by
+    scancel (the kubelet's SIGTERM to rank 0's init) and another by its time limit (the
+    init's own): the waiting srun is told the job ends before the signals, as slurmctld
+    refuses it (pod_init.mark_ending), and the script goes on (`srun2 rc=1`), as on the
+    cluster (tests/differential/test_job_end_with_steps_vs_slurm.py)."""
+    (home / "waiting.sh").write_text(WAITING)
+    part = kubelet_env.partition
+    cancelled = gw.sbatch("-p", part, "-N", "2", "waiting.sh", cwd=home, user="tester")
+    timed_out = gw.sbatch("-p", part, "-N", "2", "-t", "1", "waiting.sh", cwd=home, user="tester")
+    wait_until("the second srun", (home / f"waiting-{cancelled}").exists, timeout=120)
+    time.sleep(1)  # it waits (its first wait: 60-69 s, the cluster's srun's)
+    gw.ok(["scancel", str(cancelled)], user="tester")
+    for job, state, why in (
+        (cancelled, "CANCELLED", ""),
+        (timed_out, "TIMEOUT", " DUE TO TIME LIMIT"),
+    ):
+        gw.wait(job, timeout=120)  # (the job's record ends first: its pods are stopping)
+        assert gw.job(job)["state"] == state
+        out = home / f"slurm-{job}.out"
+        wait_until("slurmstepd's line", lambda: "*** JOB" in out.read_text(), timeout=60)  # noqa: B023
+        lines = out.read_text().splitlines()
+        told = [
+            f"srun: Job {job} step creation temporarily disabled, retrying ({BUSY})",
+            f"srun: error: Unable to create step for job {job}: {DONE}",
+            "srun2 rc=1",
+        ]
+        assert [line for line in lines if line in told] == told, lines
+        node = f"caldera-{job}-0"
+        ending = (
+            rf"slurmstepd-{node}: error: \*\*\* JOB {job} ON {node} CANCELLED AT \S+{why} \*\*\*"
+        )
+        assert any(re.fullmatch(ending, line) for line in lines), lines
+        # the refusal comes before the signals: before slurmstepd's line
+        first_ending = next(i for i, line in enumerate(lines) if re.fullmatch(ending, line))
+        assert lines.index(told[1]) < first_ending, lines
     assert_nothing_left(kube, ns)

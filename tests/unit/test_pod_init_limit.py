@@ -12,18 +12,22 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from gateway.model.state import JobState
-from k8s_bridge.launch import limit_command
+from gateway.model.values import INFINITE
+from k8s_bridge.launch import init_text, limit_command
 from k8s_bridge.lifecycle import parse_pod
 from k8s_bridge.names import LABEL_JOB, LABEL_RANK
 from k8s_bridge.pod_init import read_limit
 from k8s_bridge.pod_signal import limit_main
 from k8s_bridge.pod_wire import TIME_LIMIT_RECORD
+from k8s_bridge.request import GangRequest
 from k8s_bridge.states import pod_job_state
+from tests.support.builders import make_job
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = REPO / "k8s_bridge" / "pod_launcher.py"
@@ -186,3 +190,16 @@ def test_the_inits_line_in_the_termination_message_is_a_timeout() -> None:
     evicted = parse_pod(_pod(TIME_LIMIT_RECORD, reason="Evicted"))
     assert evicted is not None
     assert evicted.reason == "Evicted"  # the pod's own reason wins
+
+
+def test_a_zero_limit_is_one_already_over_and_infinite_none() -> None:
+    """`scontrol update TimeLimit=0` (sbatch's `-t 0` is INFINITE already), as the local
+    runner reads it: the init ends the job at once."""
+    spec = make_job(1).build().spec
+
+    def limit(minutes: int | None) -> int | None:
+        req = GangRequest(job_id=1, spec=spec, user="u", uid=1, gid=1, script="#!/bin/sh\n")
+        return replace(req, time_limit=minutes).deadline_s(0.25)
+
+    assert [limit(m) for m in (0, 1, INFINITE, None)] == [0, 15, None, None]
+    assert json.loads(init_text(None, 0, 1.0, 2)) == {"kill_wait_s": 2, "limit_s": 0}

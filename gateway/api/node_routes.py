@@ -141,11 +141,14 @@ def node_router(
                 d["alloc_cpus"] = node.cpus - f.cpus if f is not None else 0
                 d["alloc_memory_mb"] = node.memory_mb - f.memory_mb if f is not None else 0
                 d["alloc_gpus"] = len(node.gpus) - len(f.gpus) if f is not None else 0
+                held = {g.index for g in node.gpus} - (f.gpus if f is not None else set())
+                d["alloc_gpu_ids"] = sorted(held) if f is not None else []
                 d["cluster"] = cluster.name
-                if cluster.name == gw.config.cluster_name:  # virtual nodes of this machine
-                    d["cpu_load"] = load
-                    d.update(facts)
                 admin = gw.drained.get(node.name)
+                never_up = node.state is NodeState.DOWN and admin is None  # slurm.conf's DOWN
+                if cluster.name == gw.config.cluster_name and not never_up:
+                    d["cpu_load"] = load  # virtual nodes of this machine, as their slurmd
+                    d.update(facts)
                 if admin is not None:
                     d["reason_time"] = admin.time
                     d["reason_user"] = admin.user

@@ -54,6 +54,7 @@ def site_document(gw: Gateway) -> dict[str, Any]:
         "partition_cpus": cpus,
         "partition_mem": mem,
         "tres_names": None if tres is None else list(tres),
+        "gres_types": list(gw.gres_types()),
         "def_mem_per_cpu_mb": gw.config.def_mem_per_cpu_mb or None,
         "job_requeue": gw.config.job_requeue,
         "max_array_size": gw.config.max_array_size,

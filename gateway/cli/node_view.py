@@ -1,12 +1,13 @@
 """The /v1/nodes document as the node formatters take it: nodes, and what slurmctld
-reports beside them (CPUs, memory and GPUs allocated, their TRES, who drained a node and
-when), and the partitions' extras (their TRES too)."""
+reports beside them (CPUs, memory and GPUs allocated, their TRES and GresUsed, who drained
+a node and when), and the partitions' extras (their TRES too)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from gateway.compat.fmt_common import NodeExtras, PartitionExtras
+from gateway.compat.gres_used import gres_used
 from gateway.compat.tres import TresNames, node_alloc_tres, node_tres, partition_tres
 from gateway.model.cluster import ClusterState, Partition
 from gateway.model.codec import node_from_dict, partition_from_dict
@@ -16,6 +17,7 @@ __all__ = ["nodes_view", "partition_extras", "partitions_extras"]
 _EXTRA_KEYS = (
     "alloc_cpus",
     "alloc_gpus",
+    "alloc_gpu_ids",
     "alloc_memory_mb",
     "cluster",
     "cpu_load",
@@ -31,6 +33,7 @@ def nodes_view(data: dict[str, Any]) -> tuple[ClusterState, dict[str, NodeExtras
     nodes = []
     extras: dict[str, NodeExtras] = {}
     names = site_tres(data)
+    gres_types = tuple(str(t) for t in data.get("site", {}).get("gres_types", ()))
     for raw in data["nodes"]:
         node = node_from_dict({k: v for k, v in raw.items() if k not in _EXTRA_KEYS})
         nodes.append(node)
@@ -53,6 +56,12 @@ def nodes_view(data: dict[str, Any]) -> tuple[ClusterState, dict[str, NodeExtras
             reason_user=raw.get("reason_user"),
             reason_uid=raw.get("reason_uid"),
             weight=node.weight,
+            address=node.address,
+            port=node.port,
+            gres_used=gres_used(  # a node whose slurmd registered has its facts
+                node, gres_types, raw.get("alloc_gpu_ids", ()), raw.get("version") is not None
+            )
+            or None,
         )
     parts = tuple(partition_from_dict(p) for p in data["partitions"])
     name = data["nodes"][0].get("cluster", "caldera") if data["nodes"] else "caldera"

@@ -82,7 +82,7 @@ def _show(
     if _is(what, "job", 1) or _is(what, "jobs", 1):
         return _show_jobs(rest, oneliner, cluster, details)
     if _is(what, "nodes", 1):
-        return _show_nodes(rest, oneliner)
+        return _show_nodes(rest, oneliner, details)
     if _is(what, "partitions", 1):
         return _show_partitions(rest, oneliner)
     if _is(what, "config", 1):
@@ -181,7 +181,7 @@ def _pending_task(job: Job, task: int) -> bool:
     return job.is_array_meta and job.array_pending is not None and task in job.array_pending
 
 
-def _show_nodes(rest: list[str], oneliner: bool) -> int:
+def _show_nodes(rest: list[str], oneliner: bool, details: bool = False) -> int:
     from gateway.compat.show_fmt import show_node
 
     try:
@@ -192,7 +192,11 @@ def _show_nodes(rest: list[str], oneliner: bool) -> int:
     nodes = [n for n in cluster.nodes if not rest or n.name == rest[0]]
     if not nodes:
         raise _Fail(f"Node {rest[0]} not found")
-    write_out("".join(show_node(n, extras=extras[n.name], one_liner=oneliner) for n in nodes))
+    write_out(
+        "".join(
+            show_node(n, extras=extras[n.name], one_liner=oneliner, details=details) for n in nodes
+        )
+    )
     return 0
 
 
@@ -313,7 +317,7 @@ def _show_config() -> int:
         def_mem_per_cpu_mb=site.get("def_mem_per_cpu_mb"),
         job_requeue=bool(site.get("job_requeue", True)),
         max_array_size=int(site.get("max_array_size", 1001)),
-        gres_types=sorted({name for n in cluster.nodes for name, _, _ in n.gres}),
+        gres_types=[str(t) for t in site.get("gres_types", ())],
         host=_host(),
     )
     write_out(show_config(conf, now=float(data["now"])))

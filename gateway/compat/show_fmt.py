@@ -296,8 +296,9 @@ def show_node(
     partitions: Sequence[str] | None = None,
     slurmd_port: int = 6818,
     one_liner: bool = False,
+    details: bool = False,
 ) -> str:
-    """One `scontrol show node` record."""
+    """One `scontrol show node` record (`details`: `scontrol -d`'s GRES lines too)."""
     ex = extras or NodeExtras()
     state = node_state(node, ex)
     idle = node.cpus - ex.alloc_cpus
@@ -315,6 +316,10 @@ def show_node(
     lines.append(f"ActiveFeatures={active or _NULL}")
     gres = ",".join(f"{n}:{t}:{c}" if t else f"{n}:{c}" for n, t, c in node.gres)
     lines.append(f"Gres={gres or _NULL}")
+    if details:  # slurmctld packs these for SHOW_DETAIL only (node_info.c)
+        lines.append("GresDrain=N/A")
+        if ex.gres_used:
+            lines.append(f"GresUsed={ex.gres_used}")
     addr = f"NodeAddr={ex.address or node.name} NodeHostName={ex.hostname or node.name} "
     if ex.port and ex.port != slurmd_port:
         addr += f"Port={ex.port} "

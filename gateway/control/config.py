@@ -84,6 +84,8 @@ class LocalNodeConfig:
     state: str = "UNKNOWN"  # slurm.conf State=: DOWN and DRAIN nodes run nothing
     reason: str | None = None
     tmp_disk_mb: int = 0  # TmpDisk=: --tmp asks a node for at least this
+    address: str | None = None  # NodeAddr=, Port= (shown by scontrol show node)
+    port: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +135,11 @@ class GatewayConfig:
     # slurm.conf AccountingStorageTRES: the TRES accounted beyond cpu, mem, node, billing...
     # (gres/gpu:a100, license/matlab); None: not set, GPUs are (gateway/compat/tres.py)
     accounting_storage_tres: tuple[str, ...] | None = None
+    # slurm.conf GresTypes, in its order (scontrol show config, GresUsed); (): the GRES
+    # the site's nodes have (gateway/control/site.py gres_types_of)
+    gres_types: tuple[str, ...] = ()
     # the [local] table: `slurm_conf` names a slurm.conf whose nodes, partitions, licences,
-    # DefMemPerCPU and EnforcePartLimits describe the local site (gateway/control/site.py)
+    # DefMemPerCPU and EnforcePartLimits describe the local site (gateway/control/site_tables.py)
     local: dict[str, Any] | None = None
     max_array_size: int = 1001
     kill_wait_s: int = 30
@@ -190,7 +195,7 @@ class GatewayConfig:
 
 def _coerce(name: str, value: Any) -> Any:
     if name in ("nodes", "partitions", "licenses", "enforce_part_limits", "local"):
-        from gateway.control.site import site_value
+        from gateway.control.site_tables import site_value
 
         try:
             return site_value(name, value)
@@ -246,7 +251,7 @@ def load_config(home: Path | None = None, **overrides: Any) -> GatewayConfig:
     if path.exists():
         with path.open("rb") as fh:
             data = tomllib.load(fh)
-        known = {f.name for f in fields(GatewayConfig)} - {"clusters", "topology"}
+        known = {f.name for f in fields(GatewayConfig)} - {"clusters", "topology", "gres_types"}
         for key, value in data.items():
             if key == "cluster":
                 continue
@@ -259,7 +264,7 @@ def load_config(home: Path | None = None, **overrides: Any) -> GatewayConfig:
             _check_routing(str(path), data, values)
     values.update(overrides)
     if values.get("local"):
-        from gateway.control.site import from_slurm_conf
+        from gateway.control.site_tables import from_slurm_conf
 
         values.update(from_slurm_conf(values["local"], values, path))
     _check_preempt(path, values)

@@ -276,12 +276,16 @@ class Gateway:
         return SubmitOutcome(None, "", test_only_message(job, result.starts, self.clock()), 0)
 
     def gres_types(self) -> tuple[str, ...]:
-        """The generic resources some node of some cluster has (Slurm's GresTypes); read on
-        every submission, so recomputed only when a cluster's description changes."""
+        """Slurm's GresTypes: slurm.conf's, in its order, then any generic resource some
+        node of some cluster has; read on every submission, so recomputed only when a
+        cluster's description changes."""
         key = tuple(self.clusters.values())  # held, so that identity means "unchanged"
         cached = self._gres_types
         if cached is None or cached[0] != key:  # element identity first: cheap if unchanged
-            cached = self._gres_types = (key, gres_types_of(key))
+            declared = self.config.gres_types  # slurm.conf's GresTypes, in its order
+            found = gres_types_of(key)
+            names = (*declared, *(n for n in found if n not in declared))
+            cached = self._gres_types = (key, names)
         return cached[1]
 
     # --- queries --------------------------------------------------------------------

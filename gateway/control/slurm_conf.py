@@ -56,6 +56,8 @@ class ConfNode:
     state: str = "UNKNOWN"
     reason: str | None = None
     tmp_disk_mb: int = 0
+    address: str | None = None  # NodeAddr= (None: the node's name)
+    port: int = 0  # Port= (0: SlurmdPort)
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,8 +255,19 @@ def _node(names: list[str], opts: dict[str, str], where: str) -> list[ConfNode]:
         state=state,
         reason=get("reason"),
         tmp_disk_mb=_int("TmpDisk", get("tmpdisk", "0"), where),
+        port=_int("Port", get("port", "0"), where),
     )
-    return [replace(node, name=n) for n in names]
+    addresses = _hosts(get("nodeaddr", ""), where) if get("nodeaddr") else []
+    if len(addresses) not in (0, 1, len(names)):
+        raise SlurmConfError(
+            f"{where}: NodeAddr names {len(addresses)} hosts for {len(names)} nodes"
+        )
+    if len(addresses) == 1:
+        addresses *= len(names)
+    return [
+        replace(node, name=n, address=addresses[i] if addresses else None)
+        for i, n in enumerate(names)
+    ]
 
 
 def _partition(name: str, opts: dict[str, str], where: str) -> tuple[ConfPartition, list[str]]:

@@ -90,6 +90,8 @@ class Node:
     uplinks: tuple[str, ...] = ()  # the switches above `switch`, up to a root (topology.conf)
     reason: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    address: str | None = None  # slurm.conf NodeAddr (None: its name)
+    port: int = 0  # slurm.conf Port (0: SlurmdPort)
 
     def gpu_count(self, gpu_type: str | None = None) -> int:
         """GPUs of a type (any type when None), from gres or discovered GPUs."""

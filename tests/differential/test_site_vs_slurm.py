@@ -225,6 +225,8 @@ _NODE_FIELDS = [
     "Partitions",
     "Reason",
     "CfgTRES",
+    "NodeAddr",
+    "Port",
 ]
 
 
@@ -243,6 +245,28 @@ def test_show_node_declares_what_slurm_conf_declares(pair: Pair, node: str) -> N
             assert declared(o.get(key, "")) == declared(r.get(key, "")), key
         else:
             assert o.get(key) == r.get(key), key
+
+
+@pytest.mark.parametrize("node", ["node01", "node03", "node04", "big001", "big070", "big100"])
+def test_show_node_details_give_gres_drain_and_gres_used_in_gres_types_order(
+    pair: Pair, node: str
+) -> None:
+    """`scontrol -d show node`: GresDrain=N/A and GresUsed= per GresType of slurm.conf, in
+    its order (`gpu:a100:0(IDX:N/A)` on a node whose slurmd registered its devices,
+    `gpu:v100:0` on one with no slurmd). Counts and indices are masked on the real nodes
+    (others' jobs may hold their GPUs), compared on the big* ones."""
+    real, ours = pair.both(["scontrol", "-d", "show", "node", node])
+    (r,), (o,) = parse_scontrol_records(real), parse_scontrol_records(ours)
+    assert o["GresDrain"] == r["GresDrain"] == "N/A"
+
+    def held(text: str) -> str:
+        return re.sub(r":\d+(\(IDX:[^)]*\))?", lambda m: ":N" + ("(IDX)" if m[1] else ""), text)
+
+    mask = held if node.startswith("node") else (lambda text: text)
+    assert mask(o["GresUsed"]) == mask(r["GresUsed"])
+    config = pair.both(["scontrol", "show", "config"])
+    real_types, our_types = (re.findall(r"^GresTypes\s*=\s*(\S+)", c, re.M) for c in config)
+    assert our_types == real_types == ["gpu,craynetwork,qpu"]
 
 
 def test_show_partition_agrees_on_every_declared_partition(pair: Pair) -> None:

@@ -13,7 +13,8 @@ import pytest
 from gateway.cli.node_view import partition_extras
 from gateway.compat.show_fmt import show_partition
 from gateway.control.config import load_config
-from gateway.control.site import local_cluster, site_value
+from gateway.control.site import local_cluster
+from gateway.control.site_tables import site_value
 from gateway.control.slurm_conf import SlurmConfError, parse_slurm_conf
 from gateway.model.cluster import Partition
 from gateway.model.job import Job

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from gateway.control.site import site_value
+from gateway.control.site_tables import site_value
 from gateway.control.slurm_conf import parse_slurm_conf
 from gateway.model.cluster import ClusterState
 from gateway.policy.model import PolicyState

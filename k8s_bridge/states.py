@@ -85,7 +85,7 @@ TIME_LIMIT = "CalderaTimeLimit"
 STATE_OF_REASON: Mapping[str, JobState] = MappingProxyType(
     {
         "OOMKilled": JobState.OUT_OF_MEMORY,  # the cgroup's OOM killer ended the container
-        "DeadlineExceeded": JobState.TIMEOUT,  # activeDeadlineSeconds (a pod not Caldera's)
+        "DeadlineExceeded": JobState.TIMEOUT,  # activeDeadlineSeconds (gang.over_limit's)
         TIME_LIMIT: JobState.TIMEOUT,
         "Evicted": JobState.NODE_FAIL,  # the kubelet evicted it (node pressure)
         NODE_LOST: JobState.NODE_FAIL,

@@ -356,9 +356,9 @@ while :; do sleep 0.1; done
 def test_the_time_limit_is_said_in_the_output_as_slurmstepd_says_it(
     scaled_gw: Gateway, kubelet_env: KubeletEnv, home: Path
 ) -> None:
-    """-t 1 (15 s here): the kubelet stops the pod at its activeDeadlineSeconds; the
-    launcher's init writes `*** JOB ... CANCELLED AT ... DUE TO TIME LIMIT ***` into the
-    job's output after what the script wrote, as slurmstepd does; the job is TIMEOUT."""
+    """-t 1 (15 s here): the launcher's init stops the job at its limit and writes
+    `*** JOB ... CANCELLED AT ... DUE TO TIME LIMIT ***` into the job's output after what
+    the script wrote, as slurmstepd does; the job is TIMEOUT."""
     job = scaled_gw.sbatch(
         "-p", kubelet_env.partition, "-t", "1", "--wrap", "echo started; sleep 100",
         cwd=home, user="tester",

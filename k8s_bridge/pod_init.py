@@ -64,6 +64,7 @@ __all__ = [
     "Clock",
     "Settings",
     "WarnSignal",
+    "append_message",
     "exit_code",
     "limit_path",
     "limit_reached",
@@ -207,9 +208,11 @@ class Clock:
 
 
 def limit_reached(clock: Clock, now: float) -> bool:
-    """Whether a SIGTERM from the kubelet at `now` is the time limit's: the gateway deletes
-    a job's pods at its limit when no init enforced it (no python3 in the image), a moment
-    later than the init would have."""
+    """Whether a SIGTERM from the kubelet at `now` is said to be the time limit's: one in
+    the last 2-10 s before the deadline (kept from when the kubelet ended pods at their
+    activeDeadlineSeconds, which counted from the pod's start, before this init's). The
+    init now ends the job at its deadline itself, so this only names a pod deletion in
+    that window (a scancel just before the limit says DUE TO TIME LIMIT)."""
     limit_s = clock.limit_s
     slack = min(10.0, max(2.0, 0.2 * limit_s)) if limit_s else 0.0
     return clock.deadline is not None and now >= clock.deadline - slack
@@ -244,16 +247,22 @@ def say_ending(child: int, due_to_limit: bool) -> None:
         os.close(fd)
 
 
-def record_time_limit() -> None:
-    """`TIME_LIMIT_RECORD` in the container's termination message (lifecycle.py: TIMEOUT),
-    beside srun's step records; nothing outside a pod (no such file)."""
-    path = os.environ.get("CALDERA_STEP_LOG", STEP_LOG)
+def append_message(env: Mapping[str, str], line: str) -> None:
+    """One line at the end of the container's termination message (srun's step records,
+    the init's time limit); a pod without one (or a file the user replaced) records
+    nothing."""
     with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW
+        fd = os.open(env.get("CALDERA_STEP_LOG", STEP_LOG), flags)
         try:
-            os.write(fd, f"{TIME_LIMIT_RECORD}\n".encode())
+            os.write(fd, f"{line}\n".encode())
         finally:
             os.close(fd)
+
+
+def record_time_limit() -> None:
+    """`TIME_LIMIT_RECORD` in the termination message (lifecycle.py: TIMEOUT)."""
+    append_message(os.environ, TIME_LIMIT_RECORD)
 
 
 def mark_ending() -> None:

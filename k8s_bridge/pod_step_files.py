@@ -4,15 +4,15 @@ the container's termination message, where the backend finds it (pod_steps.py)."
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO
 
 from containers.step_rules import task_file_name
+from k8s_bridge.pod_init import append_message
 from k8s_bridge.pod_launch_plan import SrunExit
-from k8s_bridge.pod_wire import STEP_LOG, STEP_RECORD
+from k8s_bridge.pod_wire import STEP_RECORD
 
 __all__ = ["record_step", "task_files"]
 
@@ -58,10 +58,4 @@ def task_files(
 def record_step(env: Mapping[str, str], record: Mapping[str, Any]) -> None:
     """Append the finished step's record (one line) to the termination message; a pod
     without one (or a file the user replaced) just records nothing."""
-    line = (STEP_RECORD + json.dumps(record, separators=(",", ":")) + "\n").encode()
-    with contextlib.suppress(OSError):
-        fd = os.open(env.get("CALDERA_STEP_LOG", STEP_LOG), os.O_WRONLY | os.O_APPEND)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+    append_message(env, STEP_RECORD + json.dumps(record, separators=(",", ":")))

@@ -22,6 +22,7 @@ __all__ = [
     "GangRequest",
     "RankShare",
     "TranslationError",
+    "limit_seconds",
     "rank_shares",
     "rdma_per_rank",
 ]
@@ -37,6 +38,15 @@ RDMA_FEATURES = frozenset({"ib", "infiniband", "rdma", "roce"})
 
 def _frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:
     return MappingProxyType(dict(mapping or {}))
+
+
+def limit_seconds(minutes: int | None, time_scale: float = 1.0) -> int | None:
+    """A time limit in real seconds, None when unlimited; `time_scale` real seconds per
+    job second (K8sOptions.time_scale). 0 is a limit already over (`scontrol update
+    TimeLimit=0`; sbatch's `-t 0` is INFINITE), as the local runner reads it."""
+    if minutes is None or minutes == INFINITE:
+        return None
+    return max(round(minutes * 60 * time_scale), 1 if minutes else 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,12 +106,8 @@ class GangRequest:
         return node_request(self.spec)
 
     def deadline_s(self, time_scale: float = 1.0) -> int | None:
-        """The time limit in seconds, None when unlimited; `time_scale` real seconds per
-        job second (K8sOptions.time_scale). 0 is a limit already over (`scontrol update
-        TimeLimit=0`; sbatch's `-t 0` is INFINITE), as the local runner reads it."""
-        if self.time_limit is None or self.time_limit == INFINITE:
-            return None
-        return max(round(self.time_limit * 60 * time_scale), 1 if self.time_limit else 0)
+        """The time limit in seconds, None when unlimited (limit_seconds)."""
+        return limit_seconds(self.time_limit, time_scale)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 from gateway.compat.slurm_errors import SlurmErrno
 from gateway.model.backend import BackendError
 from gateway.model.job import Job
-from gateway.model.values import INFINITE
 from k8s_bridge.gang import Gang
 from k8s_bridge.kube import PODS, KubeClient, KubeError
 from k8s_bridge.launch import NO_LAUNCHER, limit_command, signal_command
 from k8s_bridge.names import LABEL_RANK
 from k8s_bridge.pod_exec import exec_in_pod
 from k8s_bridge.pod_signal import ENDING, NOT_PASSED
+from k8s_bridge.request import limit_seconds
 
 if TYPE_CHECKING:
     from k8s_bridge.objects import GangObjects
@@ -58,12 +58,12 @@ class JobSignals:
         as Slurm counts it (one already passed ends it at once). The gateway's deadline
         (the backstop) moves now; rank 0's init gets it now if the gang runs, else once it
         does (`push_time_limit`, from the controller)."""
-        limit_s = None if minutes == INFINITE else minutes * 60 * self.opts.time_scale
+        limit_s = limit_seconds(minutes, self.opts.time_scale)
         with self._lock:
             gang = self._gangs.get((job.job_id, job.restart_count))
             if gang is None or gang.verdict is not None:
                 return  # not here, or ending: nothing runs on past its end
-            gang.deadline_s = None if limit_s is None else round(limit_s)
+            gang.deadline_s = limit_s
             gang.job = replace(gang.job, time_limit=minutes)
             gang.limit_to_push = (limit_s,)
             started = gang.started

@@ -141,8 +141,8 @@ def node_router(
                 d["alloc_cpus"] = node.cpus - f.cpus if f is not None else 0
                 d["alloc_memory_mb"] = node.memory_mb - f.memory_mb if f is not None else 0
                 d["alloc_gpus"] = len(node.gpus) - len(f.gpus) if f is not None else 0
-                held = {g.index for g in node.gpus} - (f.gpus if f is not None else set())
-                d["alloc_gpu_ids"] = sorted(held) if f is not None else []
+                held = {g.index for g in node.gpus} - f.gpus if f is not None else set()
+                d["alloc_gpu_ids"] = sorted(held)
                 d["cluster"] = cluster.name
                 admin = gw.drained.get(node.name)
                 never_up = node.state is NodeState.DOWN and admin is None  # slurm.conf's DOWN
